@@ -1,0 +1,39 @@
+"""One root error for the domain; the API layer maps each subclass to one problem code."""
+
+from __future__ import annotations
+
+
+class PostbagError(Exception):
+    """Base of every error Postbag raises on purpose."""
+
+
+class ConfigError(PostbagError):
+    """A setting is missing or invalid; the message names it in one line."""
+
+
+class MissingScope(PostbagError):
+    """A tenant repository was called without an OrgScope."""
+
+
+class Unavailable(PostbagError):
+    """The database cannot be reached or is restarting; the caller may retry."""
+
+
+class MigrationError(PostbagError):
+    """The migrations on disk and the ones recorded in the database disagree."""
+
+
+class NotFound(PostbagError):
+    """The object does not exist in the caller's organization."""
+
+
+class Unauthenticated(PostbagError):
+    """The API key is missing, unknown or revoked."""
+
+
+class InvalidInput(PostbagError):
+    """A request value breaks a rule; `errors` lists the offending fields."""
+
+    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []

@@ -1,0 +1,1 @@
+"""The HTTP surfaces: the public submit app and the keyed management app."""

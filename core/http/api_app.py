@@ -1,0 +1,25 @@
+"""The keyed management app: `/v1/*` and `/health`."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from core import __version__
+from core.http import health
+from core.http.problems import install_problem_handlers
+from core.services import Services
+
+
+def create_api_app(services: Services) -> FastAPI:
+    """Build the management app around one process's services."""
+    app = FastAPI(
+        title="Postbag management API",
+        version=__version__,
+        openapi_url="/v1/openapi.json",
+        docs_url="/v1/docs",
+        redoc_url=None,
+    )
+    app.state.services = services
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    return app

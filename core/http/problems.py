@@ -1,0 +1,85 @@
+"""RFC 9457 problem+json: the one place where domain errors become HTTP answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from core.errors import InvalidInput, NotFound, PostbagError, Unauthenticated, Unavailable
+from core.logs import log
+
+PROBLEM_TYPE = "application/problem+json"
+
+# Each error class maps to exactly one status and one stable code.
+_STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
+    Unauthenticated: (401, "unauthenticated"),
+    NotFound: (404, "not_found"),
+    InvalidInput: (422, "invalid_input"),
+    Unavailable: (503, "unavailable"),
+}
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """A problem+json response with a machine `code`."""
+    body: dict[str, Any] = {
+        "type": f"https://postbag.dev/problems/{code}",
+        "title": code.replace("_", " ").capitalize(),
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
+
+
+def status_and_code(exc: PostbagError) -> tuple[int, str]:
+    """The HTTP status and problem code of a domain error."""
+    for cls in type(exc).__mro__:
+        if cls in _STATUS_AND_CODE:
+            return _STATUS_AND_CODE[cls]
+    return 500, "internal_error"
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Render every error the app can raise as problem+json."""
+
+    async def on_postbag_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, PostbagError)
+        status, code = status_and_code(exc)
+        errors = exc.errors if isinstance(exc, InvalidInput) else None
+        headers = {"Retry-After": "5"} if isinstance(exc, Unavailable) else None
+        if status >= 500:
+            log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
+        return problem(status, code, str(exc), errors=errors, headers=headers)
+
+    async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {
+                "field": ".".join(str(part) for part in err["loc"][1:]) or str(err["loc"][0]),
+                "message": str(err["msg"]),
+            }
+            for err in exc.errors()
+        ]
+        return problem(422, "invalid_input", "the request has invalid fields", errors=errors)
+
+    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return problem(exc.status_code, code, str(exc.detail))
+
+    app.add_exception_handler(PostbagError, on_postbag_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

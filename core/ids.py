@@ -1,0 +1,22 @@
+"""Prefixed, time-ordered identifiers (`sub_01hx…`): 48 bits of milliseconds, 80 random."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+PREFIXES = frozenset({"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr"})
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+def new_id(prefix: str, *, now_ms: int | None = None) -> str:
+    """Return a new id for `prefix`; ids made later sort after ids made earlier."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    millis = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    value = (millis << 80) | secrets.randbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return f"{prefix}_{''.join(reversed(chars))}"

@@ -1,0 +1,17 @@
+-- name: health_snapshot
+-- Worker heartbeat age and the age of the oldest due delivery, both in seconds.
+SELECT
+    (SELECT extract(epoch FROM %(now)s - max(last_beat_at))
+       FROM worker_heartbeats WHERE tick = 'deliver') AS heartbeat_age,
+    (SELECT extract(epoch FROM %(now)s - min(next_attempt_at))
+       FROM deliveries
+      WHERE status IN ('pending', 'failed') AND NOT held
+        AND next_attempt_at <= %(now)s) AS oldest_due_age
+
+-- name: record_heartbeat
+-- Record that a worker finished a pass of a tick.
+INSERT INTO worker_heartbeats (worker_id, tick, last_beat_at, last_pass)
+VALUES (%(worker_id)s, %(tick)s, %(now)s, %(last_pass)s)
+ON CONFLICT (worker_id) DO UPDATE
+   SET tick = EXCLUDED.tick, last_beat_at = EXCLUDED.last_beat_at,
+       last_pass = EXCLUDED.last_pass

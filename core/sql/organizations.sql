@@ -1,0 +1,24 @@
+-- name: insert_organization
+-- Create an organization on a plan.
+INSERT INTO organizations (id, name, plan) VALUES (%(id)s, %(name)s, %(plan)s)
+RETURNING id, name, plan, created_at
+
+-- name: set_plan
+-- Change an organization's plan; returns nothing when the organization does not exist.
+UPDATE organizations SET plan = %(plan)s WHERE id = %(id)s RETURNING id, plan
+
+-- name: get_organization
+-- One organization (under row-level security, only the scoped one is visible).
+SELECT id, name, plan, created_at FROM organizations WHERE id = %(id)s
+
+-- name: insert_api_key
+-- Store a new API key by its hash only.
+INSERT INTO api_keys (id, organization_id, name, prefix, key_hash)
+VALUES (%(id)s, %(organization_id)s, %(name)s, %(prefix)s, %(key_hash)s)
+RETURNING id, name, prefix, created_at
+
+-- name: authenticate_api_key
+-- The live key with this hash, and its organization; marks it used.
+UPDATE api_keys SET last_used_at = now()
+ WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
+RETURNING id, organization_id

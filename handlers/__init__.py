@@ -1,0 +1,1 @@
+"""One thin module per cloud function; each exposes `handler(event, context)`."""

@@ -1,0 +1,1 @@
+"""The single-process local runner and the `postbag` command line."""

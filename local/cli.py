@@ -1,0 +1,137 @@
+"""The `postbag` command line (SPEC §8)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+from core.db import connect
+from core.errors import PostbagError
+from core.logs import configure_logging
+from core.migrate import migrate
+from core.organizations import create_api_key, create_organization, set_plan
+from core.plans import PLAN_NAMES
+from core.scope import OrgScope
+from core.services import Services
+from core.settings import Settings, load_settings
+from local.embedded import embedded_database_url, local_secret_key
+
+
+def _settings(*, local: bool) -> Settings:
+    """Settings from the environment; without a database URL, the embedded server's."""
+    settings = load_settings()
+    overrides: dict[str, object] = {}
+    if not settings.database_url:
+        overrides["database_url"] = embedded_database_url()
+    if local:
+        if settings.secret_key is None:
+            overrides["secret_key"] = local_secret_key()
+        overrides["allow_private_targets"] = True
+    return load_settings(**overrides) if overrides else settings
+
+
+async def _migrate(url: str) -> list[str]:
+    conn = await connect(url)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def _create_org(url: str, name: str, plan: str) -> tuple[OrgScope, str]:
+    conn = await connect(url)
+    try:
+        async with conn.transaction():
+            scope = await create_organization(conn, name=name, plan=plan)
+            key = await create_api_key(conn, scope, name="default")
+        return scope, key.secret
+    finally:
+        await conn.close()
+
+
+async def _set_plan(url: str, organization_id: str, plan: str) -> None:
+    conn = await connect(url)
+    try:
+        await set_plan(conn, organization_id=organization_id, plan=plan)
+    finally:
+        await conn.close()
+
+
+async def _dev(settings: Settings, host: str, port: int) -> None:
+    from local.runner import serve
+
+    url = settings.require_database_url()
+    await _migrate(url)
+    conn = await connect(url)
+    try:
+        cur = await conn.execute("SELECT count(*) AS n FROM organizations")
+        row = await cur.fetchone()
+        first_start = row is not None and row["n"] == 0
+    finally:
+        await conn.close()
+    if first_start:
+        scope, key = await _create_org(url, "Local", "self_hosted")
+        print(
+            f"Created organization {scope.organization_id}. Its API key (shown once): {key}",
+            flush=True,
+        )
+    print(
+        "POSTBAG_ALLOW_PRIVATE_TARGETS is on: webhooks may target http:// and private "
+        "addresses (development only).",
+        flush=True,
+    )
+    print(f"Postbag is listening on http://{host}:{port} (Ctrl-C stops it)", flush=True)
+    await serve(Services.from_settings(settings), host=host, port=port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="postbag", description="Postbag form backend")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="apply pending database migrations")
+    org = commands.add_parser("create-org", help="create an organization and an API key")
+    org.add_argument("--name", required=True)
+    org.add_argument("--plan", default="free", choices=PLAN_NAMES)
+    org.add_argument("--json", action="store_true", help="print one JSON object")
+    plan = commands.add_parser("set-plan", help="move an organization to another plan")
+    plan.add_argument("organization_id")
+    plan.add_argument("plan", choices=PLAN_NAMES)
+    dev = commands.add_parser("dev", help="run everything in one local process")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8080)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = _settings(local=args.command == "dev")
+        configure_logging(settings.log_level)
+        url = settings.require_database_url()
+        if args.command == "migrate":
+            applied = asyncio.run(_migrate(url))
+            print(f"applied {len(applied)} migration(s)" + "".join(f"\n  {a}" for a in applied))
+        elif args.command == "create-org":
+            scope, key = asyncio.run(_create_org(url, args.name, args.plan))
+            if args.json:
+                print(json.dumps({"organization_id": scope.organization_id, "api_key": key}))
+            else:
+                print(f"organization: {scope.organization_id}\napi key (shown once): {key}")
+        elif args.command == "set-plan":
+            asyncio.run(_set_plan(url, args.organization_id, args.plan))
+            print(f"{args.organization_id} is now on {args.plan}")
+        elif args.command == "dev":
+            asyncio.run(_dev(settings, args.host, args.port))
+    except PostbagError as exc:
+        print(f"postbag: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # uvicorn re-raises SIGINT once it has shut down: for `dev` that is a clean stop.
+        return 0 if args.command == "dev" else 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import TEST_SECRET_KEY
+from tests.lambda_support import FakeContext, invoke, load_event
+
+
+@pytest.mark.parametrize("name", ["submit", "api"])
+def test_handler__function_url_get_health(
+    name: str, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    event = load_event("function_url_get_health.json")
+    first, warm = invoke(
+        name,
+        [event, event],
+        FakeContext(),
+        monkeypatch,
+        POSTBAG_DATABASE_URL=db_url,
+        POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+    )
+    assert warm == first
+    response = first
+    assert response["statusCode"] == 200
+    assert response["headers"]["content-type"] == "application/json"
+    assert json.loads(response["body"]) == {
+        "status": "ok",
+        "database": True,
+        "worker_heartbeat_age_seconds": None,
+        "oldest_due_delivery_age_seconds": None,
+    }
