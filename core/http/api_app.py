@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
 from core.http.problems import install_problem_handlers
 from core.services import Services
+
+# Each resource's router; a new resource adds its router here.
+V1_ROUTERS: list[APIRouter] = []
 
 
 def create_api_app(services: Services) -> FastAPI:
@@ -22,4 +25,6 @@ def create_api_app(services: Services) -> FastAPI:
     app.state.services = services
     install_problem_handlers(app)
     app.include_router(health.router)
+    for router in V1_ROUTERS:
+        app.include_router(router, prefix="/v1")
     return app
