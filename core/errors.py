@@ -37,3 +37,27 @@ class InvalidInput(PostbagError):
     def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
+
+
+class PlanLimitReached(PostbagError):
+    """Creating the object would take the organization past its plan's count of that kind."""
+
+
+class RouteExists(PostbagError):
+    """The form already has a live route to that destination."""
+
+
+class InvalidConfig(InvalidInput):
+    """A destination's config is refused by its adapter's model."""
+
+
+class InvalidSecret(InvalidInput):
+    """A destination secret is missing, not allowed, or unusable for the destination's type."""
+
+
+class InvalidSchema(InvalidInput):
+    """A form schema is not a valid JSON Schema (checked against its meta-schema)."""
+
+
+class InvalidTemplate(InvalidInput):
+    """A template holds more than `{{field}}` placeholders, or is set where none applies."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from core.db import Conn
 from core.errors import InvalidInput, NotFound, Unauthenticated
@@ -24,6 +26,7 @@ class NewKey:
     name: str
     prefix: str
     secret: str
+    created_at: datetime
 
 
 def hash_key(key: str) -> bytes:
@@ -76,7 +79,13 @@ async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
         )
     ).fetchone()
     assert row is not None
-    return NewKey(id=row["id"], name=row["name"], prefix=row["prefix"], secret=secret)
+    return NewKey(
+        id=row["id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        secret=secret,
+        created_at=row["created_at"],
+    )
 
 
 async def authenticate(conn: Conn, key: str | None) -> OrgScope:
@@ -88,3 +97,25 @@ async def authenticate(conn: Conn, key: str | None) -> OrgScope:
     if row is None:
         raise Unauthenticated("a valid API key is required")
     return OrgScope(row["organization_id"])
+
+
+@scoped
+async def list_api_keys(
+    conn: Conn, scope: OrgScope, *, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` live keys (prefix and name, never a hash) with ids after `after`."""
+    cur = await conn.execute(
+        queries["list_api_keys"],
+        {"organization_id": scope.organization_id, "after": after, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def revoke_api_key(conn: Conn, scope: OrgScope, *, key_id: str) -> None:
+    """Revoke a live key at once: the next request made with it is refused."""
+    cur = await conn.execute(
+        queries["revoke_api_key"], {"id": key_id, "organization_id": scope.organization_id}
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no key {key_id}")

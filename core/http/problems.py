@@ -9,7 +9,19 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from core.errors import InvalidInput, NotFound, PostbagError, Unauthenticated, Unavailable
+from core.errors import (
+    InvalidConfig,
+    InvalidInput,
+    InvalidSchema,
+    InvalidSecret,
+    InvalidTemplate,
+    NotFound,
+    PlanLimitReached,
+    PostbagError,
+    RouteExists,
+    Unauthenticated,
+    Unavailable,
+)
 from core.logs import log
 
 PROBLEM_TYPE = "application/problem+json"
@@ -20,6 +32,12 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     InvalidInput: (422, "invalid_input"),
     Unavailable: (503, "unavailable"),
+    PlanLimitReached: (402, "plan_limit"),
+    RouteExists: (409, "route_exists"),
+    InvalidConfig: (422, "invalid_config"),
+    InvalidSecret: (422, "invalid_secret"),
+    InvalidSchema: (422, "invalid_schema"),
+    InvalidTemplate: (422, "invalid_template"),
 }
 
 

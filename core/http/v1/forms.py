@@ -1,0 +1,115 @@
+"""`/v1/forms`: a form's settings, its public submit URL and a ready-to-paste HTML snippet."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, Field
+
+from core import forms
+from core.forms import AckEmail, FileField, FormFields, FormPatch, RateLimit, SchemaMode
+from core.http.deps import ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import Page, PageDep, problems
+from core.settings import Settings
+
+router = APIRouter(tags=["forms"], responses=problems(401, 503))
+
+
+class Form(BaseModel):
+    """A form as read: every setting except the Turnstile secret, which shows as a flag."""
+
+    id: str
+    name: str
+    accepting: bool
+    allowed_origins: list[str]
+    honeypot_field: str
+    redirect_url: str | None
+    retention_days: int | None
+    rate_limit: RateLimit
+    schema_mode: SchemaMode
+    labels: dict[str, str]
+    file_fields: dict[str, FileField]
+    consent_field: str | None
+    ack_email: AckEmail | None
+    turnstile_enabled: bool
+    submit_url: str = Field(description="where the website posts: `POSTBAG_PUBLIC_URL/s/{id}`")
+    html_snippet: str = Field(description="a minimal HTML form posting to `submit_url`")
+    created_at: datetime
+    updated_at: datetime
+
+
+def submit_url(settings: Settings, form_id: str) -> str:
+    """The public address a website posts this form to."""
+    return f"{str(settings.public_url).rstrip('/')}/s/{form_id}"
+
+
+def _form(row: Mapping[str, Any], settings: Settings) -> Form:
+    url = submit_url(settings, row["id"])
+    return Form(
+        id=row["id"],
+        name=row["name"],
+        accepting=row["accepting"],
+        allowed_origins=row["allowed_origins"],
+        honeypot_field=row["honeypot_field"],
+        redirect_url=row["redirect_url"],
+        retention_days=row["retention_days"],
+        rate_limit=RateLimit(max=row["rate_limit_max"], per_seconds=row["rate_limit_per_seconds"]),
+        schema_mode=row["schema_mode"],
+        labels=row["labels"],
+        file_fields=row["file_fields"],
+        consent_field=row["consent_field"],
+        ack_email=row["ack_email"],
+        turnstile_enabled=row["turnstile_enabled"],
+        submit_url=url,
+        html_snippet=forms.html_snippet(row, url),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+@router.post("/forms", status_code=201, responses=problems(402, 422))
+async def create_form(body: FormFields, scope: ScopeDep, services: ServicesDep) -> Form:
+    """Create a form (refused with `402 plan_limit` past the plan's form count)."""
+    async with services.db.scoped(scope) as conn:
+        row = await forms.create_form(conn, scope, fields=body)
+    return _form(row, services.settings)
+
+
+@router.get("/forms", responses=problems(422))
+async def list_forms(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Form]:
+    """The organization's forms, oldest first."""
+    async with services.db.scoped(scope) as conn:
+        rows = await forms.list_forms(conn, scope, after=page.after_id(), limit=page.limit + 1)
+    data, cursor = page.page(rows, "id")
+    return Page[Form](data=[_form(row, services.settings) for row in data], next_cursor=cursor)
+
+
+@router.get("/forms/{form_id}", responses=problems(404, 422))
+async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form:
+    """One form."""
+    async with services.db.scoped(scope) as conn:
+        row = await forms.get_form(conn, scope, form_id=form_id)
+    return _form(row, services.settings)
+
+
+@router.patch("/forms/{form_id}", responses=problems(404, 422))
+async def update_form(
+    form_id: str, body: FormPatch, scope: ScopeDep, services: ServicesDep
+) -> Form:
+    """Change some settings; fields left out keep their value; `turnstile_secret: null` = off."""
+    async with services.db.scoped(scope) as conn:
+        row = await forms.update_form(conn, scope, form_id=form_id, patch=body)
+    return _form(row, services.settings)
+
+
+@router.delete(
+    "/forms/{form_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+)
+async def delete_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+    """Delete a form and its routes; its address answers `404` from now on."""
+    async with services.db.scoped(scope) as conn:
+        await forms.delete_form(conn, scope, form_id=form_id)

@@ -1,0 +1,78 @@
+"""`/v1/forms/{id}/routes` and `/v1/routes/{id}`: which submissions go to which destination."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel
+
+from core import routes
+from core.http.deps import ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import Page, PageDep, problems
+from core.routes import Mode, Period, RouteFields, RoutePatch, Status, Template
+
+router = APIRouter(tags=["routes"], responses=problems(401, 503))
+
+
+class Route(BaseModel):
+    """A route as read."""
+
+    id: str
+    form_id: str
+    destination_id: str
+    enabled: bool
+    include_statuses: list[Status]
+    mode: Mode
+    period: Period | None
+    template: Template | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _route(row: dict[str, Any]) -> Route:
+    return Route.model_validate({name: row[name] for name in Route.model_fields})
+
+
+@router.post("/forms/{form_id}/routes", status_code=201, responses=problems(404, 409, 422))
+async def create_route(
+    form_id: str, body: RouteFields, scope: ScopeDep, services: ServicesDep
+) -> Route:
+    """Route the form's submissions to a destination (one live route per pair)."""
+    async with services.db.scoped(scope) as conn:
+        row = await routes.create_route(conn, scope, form_id=form_id, fields=body)
+    return _route(row)
+
+
+@router.get("/forms/{form_id}/routes", responses=problems(404, 422))
+async def list_routes(
+    form_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
+) -> Page[Route]:
+    """The form's routes, oldest first."""
+    async with services.db.scoped(scope) as conn:
+        rows = await routes.list_routes(
+            conn, scope, form_id=form_id, after=page.after_id(), limit=page.limit + 1
+        )
+    data, cursor = page.page(rows, "id")
+    return Page[Route](data=[_route(row) for row in data], next_cursor=cursor)
+
+
+@router.patch("/routes/{route_id}", responses=problems(404, 422))
+async def update_route(
+    route_id: str, body: RoutePatch, scope: ScopeDep, services: ServicesDep
+) -> Route:
+    """Change some settings; switching to `immediate` drops the digest period."""
+    async with services.db.scoped(scope) as conn:
+        row = await routes.update_route(conn, scope, route_id=route_id, patch=body)
+    return _route(row)
+
+
+@router.delete(
+    "/routes/{route_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+)
+async def delete_route(route_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+    """Delete a route; deliveries already queued through it are kept."""
+    async with services.db.scoped(scope) as conn:
+        await routes.delete_route(conn, scope, route_id=route_id)

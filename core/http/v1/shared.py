@@ -1,0 +1,106 @@
+"""What every `/v1` router shares: problem responses for OpenAPI, and cursor pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, TypeVar
+
+from fastapi import Depends, Query
+from pydantic import BaseModel, Field
+
+from core.errors import InvalidInput
+from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+
+T = TypeVar("T")
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem; `code` is the stable machine-readable part."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[dict[str, str]] | None = Field(
+        None, description="for 422: one `{field, message}` per offending field"
+    )
+
+
+_PROBLEM_SCHEMA = Problem.model_json_schema()
+_WHEN: dict[int, str] = {
+    401: "`unauthenticated`: the API key is missing, unknown or revoked",
+    402: "`plan_limit`: the plan's count of this kind of object is reached",
+    404: "`not_found`: no such object in this organization",
+    409: "`route_exists`: the form already routes to that destination",
+    422: (
+        "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema` or "
+        "`invalid_template`: `errors` lists the offending fields"
+    ),
+    503: "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds",
+}
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these problem statuses."""
+    return {
+        status: {
+            "description": _WHEN[status],
+            "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}},
+        }
+        for status in statuses
+    }
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list."""
+
+    data: list[T]
+    next_cursor: str | None = Field(
+        description="pass as `cursor` to get the next page; null on the last page"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    """The `limit` and `cursor` of a list call."""
+
+    limit: int
+    cursor: str | None
+
+    def _position(self, kind: type) -> Any:
+        position = decode_cursor(self.cursor)
+        if position is None:
+            return None
+        if len(position) != 1 or not isinstance(position[0], kind):
+            raise InvalidInput("malformed cursor", [{"field": "cursor", "message": "malformed"}])
+        return position[0]
+
+    def after_id(self) -> str | None:
+        """The id a page of id-ordered rows starts after."""
+        value: str | None = self._position(str)
+        return value
+
+    def after_number(self) -> int | None:
+        """The number (a version) a page of number-ordered rows starts after."""
+        value: int | None = self._position(int)
+        return value
+
+    def page(self, rows: list[dict[str, Any]], key: str) -> tuple[list[dict[str, Any]], str | None]:
+        """Rows fetched with `limit + 1`, cut to `limit`, and the cursor of what follows."""
+        if len(rows) <= self.limit:
+            return rows, None
+        rows = rows[: self.limit]
+        return rows, encode_cursor([rows[-1][key]])
+
+
+def _page_request(
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="page size")] = DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None, Query(max_length=512, description="`next_cursor` of the previous page")
+    ] = None,
+) -> PageRequest:
+    return PageRequest(limit=limit, cursor=cursor)
+
+
+PageDep = Annotated[PageRequest, Depends(_page_request)]

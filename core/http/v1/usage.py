@@ -1,0 +1,54 @@
+"""`/v1/usage`: the plan, its limits, and what the organization uses this month."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from core import usage
+from core.http.deps import NowDep, ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
+
+router = APIRouter(tags=["usage"], responses=problems(401, 503))
+
+
+class Limits(BaseModel):
+    """What the plan allows; null means unlimited."""
+
+    forms: int | None
+    destinations: int | None
+    monthly_submissions: int | None
+    retention_days: int | None
+
+
+class Usage(BaseModel):
+    """This calendar month's (UTC) usage against the plan."""
+
+    plan: str
+    month: str = Field(description="`YYYY-MM`, UTC")
+    submissions: int = Field(description="counted submissions this month (`_test` never counts)")
+    forms: int
+    destinations: int
+    limits: Limits
+
+
+@router.get("/usage")
+async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usage:
+    """The plan, its limits, this month's counted submissions, live forms and destinations."""
+    async with services.db.scoped(scope) as conn:
+        found = await usage.get_usage(conn, scope, now=now)
+    plan = found.plan
+    return Usage(
+        plan=plan.name,
+        month=found.month.strftime("%Y-%m"),
+        submissions=found.submissions,
+        forms=found.forms,
+        destinations=found.destinations,
+        limits=Limits(
+            forms=plan.max_forms,
+            destinations=plan.max_destinations,
+            monthly_submissions=plan.monthly_submissions,
+            retention_days=plan.retention_days,
+        ),
+    )

@@ -1,0 +1,78 @@
+-- name: insert_destination
+-- Create a destination with its validated config.
+INSERT INTO destinations (id, organization_id, type, name, config, enabled)
+VALUES (%(id)s, %(organization_id)s, %(type)s, %(name)s, %(config)s, %(enabled)s)
+RETURNING id
+
+-- name: insert_destination_secret
+-- Append the next secret version of a destination (the caller holds its row lock).
+INSERT INTO destination_secrets (organization_id, destination_id, version, secret)
+SELECT %(organization_id)s, %(destination_id)s, coalesce(max(version), 0) + 1, %(secret)s
+  FROM destination_secrets
+ WHERE destination_id = %(destination_id)s AND organization_id = %(organization_id)s
+RETURNING version
+
+-- name: get_destination
+-- One live destination as the API shows it: config, and the current secret version only.
+SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.created_at, d.updated_at,
+       (SELECT max(s.version) FROM destination_secrets s
+         WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
+           AS secret_version
+  FROM destinations d
+ WHERE d.id = %(id)s AND d.organization_id = %(organization_id)s AND d.deleted_at IS NULL
+
+-- name: lock_destination
+-- Lock one live destination's row for an update; returns its type.
+SELECT id, type FROM destinations
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+   FOR UPDATE
+
+-- name: list_destinations
+-- One page of the organization's live destinations, by id, after a cursor.
+SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.created_at, d.updated_at,
+       (SELECT max(s.version) FROM destination_secrets s
+         WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
+           AS secret_version
+  FROM destinations d
+ WHERE d.organization_id = %(organization_id)s
+   AND d.deleted_at IS NULL
+   AND (%(after)s::text IS NULL OR d.id > %(after)s)
+ ORDER BY d.id
+ LIMIT %(limit)s
+
+-- name: update_destination
+-- Write a live destination's name, config and enabled flag.
+UPDATE destinations
+   SET name = coalesce(%(name)s, name),
+       config = coalesce(%(config)s, config),
+       enabled = coalesce(%(enabled)s, enabled),
+       updated_at = now()
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+RETURNING id
+
+-- name: delete_destination
+-- Remove a live destination softly; returns nothing when there is no such live destination.
+UPDATE destinations SET deleted_at = now(), updated_at = now()
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+RETURNING id
+
+-- name: delete_destination_routes
+-- Remove the live routes to a destination softly (the destination is being deleted).
+UPDATE routes SET deleted_at = now(), updated_at = now()
+ WHERE destination_id = %(destination_id)s
+   AND organization_id = %(organization_id)s
+   AND deleted_at IS NULL
+
+-- name: current_destination_secret
+-- The newest secret version of a destination, deleted or not (new deliveries sign with it).
+SELECT version, secret FROM destination_secrets
+ WHERE destination_id = %(destination_id)s AND organization_id = %(organization_id)s
+ ORDER BY version DESC
+ LIMIT 1
+
+-- name: destination_secret_version
+-- One secret version of a destination (a delivery signs with the version it was queued with).
+SELECT secret FROM destination_secrets
+ WHERE destination_id = %(destination_id)s
+   AND organization_id = %(organization_id)s
+   AND version = %(version)s

@@ -1,0 +1,86 @@
+-- name: insert_form
+-- Create a form; the turnstile secret goes in but is never read back by the API.
+INSERT INTO forms (id, organization_id, name, accepting, allowed_origins, honeypot_field,
+                   redirect_url, retention_days, rate_limit_max, rate_limit_per_seconds,
+                   schema_mode, labels, file_fields, consent_field, ack_email, turnstile_secret)
+VALUES (%(id)s, %(organization_id)s, %(name)s, %(accepting)s, %(allowed_origins)s,
+        %(honeypot_field)s, %(redirect_url)s, %(retention_days)s, %(rate_limit_max)s,
+        %(rate_limit_per_seconds)s, %(schema_mode)s, %(labels)s, %(file_fields)s,
+        %(consent_field)s, %(ack_email)s, %(turnstile_secret)s)
+RETURNING id
+
+-- name: get_form
+-- One live form as the API shows it (whether Turnstile is on, never its secret).
+SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
+       rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
+       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       created_at, updated_at
+  FROM forms
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+
+-- name: lock_form
+-- Lock one live form's row for an update or a schema append (the form as the API shows it).
+SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
+       rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
+       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       created_at, updated_at
+  FROM forms
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+   FOR UPDATE
+
+-- name: list_forms
+-- One page of the organization's live forms, by id, after a cursor.
+SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
+       rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
+       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       created_at, updated_at
+  FROM forms
+ WHERE organization_id = %(organization_id)s
+   AND deleted_at IS NULL
+   AND (%(after)s::text IS NULL OR id > %(after)s)
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: update_form
+-- Write a live form's settings; the turnstile secret changes only when asked to.
+UPDATE forms
+   SET name = %(name)s, accepting = %(accepting)s, allowed_origins = %(allowed_origins)s,
+       honeypot_field = %(honeypot_field)s, redirect_url = %(redirect_url)s,
+       retention_days = %(retention_days)s, rate_limit_max = %(rate_limit_max)s,
+       rate_limit_per_seconds = %(rate_limit_per_seconds)s, schema_mode = %(schema_mode)s,
+       labels = %(labels)s, file_fields = %(file_fields)s, consent_field = %(consent_field)s,
+       ack_email = %(ack_email)s,
+       turnstile_secret = CASE WHEN %(set_turnstile)s THEN %(turnstile_secret)s
+                               ELSE turnstile_secret END,
+       updated_at = now()
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+RETURNING id
+
+-- name: delete_form
+-- Remove a live form softly; returns nothing when there is no such live form.
+UPDATE forms SET deleted_at = now(), updated_at = now()
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+RETURNING id
+
+-- name: delete_form_routes
+-- Remove the live routes of a form softly (the form is being deleted).
+UPDATE routes SET deleted_at = now(), updated_at = now()
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+
+-- name: insert_form_schema
+-- Append the next schema version of a form (the caller holds the form's row lock).
+INSERT INTO form_schemas (organization_id, form_id, version, schema, source)
+SELECT %(organization_id)s, %(form_id)s, coalesce(max(version), 0) + 1, %(schema)s, 'manual'
+  FROM form_schemas
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+RETURNING version, schema, source, created_at
+
+-- name: list_form_schemas
+-- One page of a form's schema versions, oldest first, after a cursor.
+SELECT version, schema, source, created_at
+  FROM form_schemas
+ WHERE form_id = %(form_id)s
+   AND organization_id = %(organization_id)s
+   AND (%(after)s::integer IS NULL OR version > %(after)s)
+ ORDER BY version
+ LIMIT %(limit)s
