@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import fastapi.routing
 import httpx
+from fastapi import FastAPI
 
 from core.db import Conn
 from core.http.api_app import create_api_app
@@ -22,6 +24,22 @@ TELEGRAM = {
     "config": {"chat_id": "-1001234567890"},
     "secret": TELEGRAM_TOKEN,
 }
+
+
+def served_operations(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path) the app routes to an endpoint of its own (not the docs pages)."""
+    # FastAPI >= 0.16x wraps included routers; `iter_route_contexts` flattens them.
+    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    if iter_contexts is None:
+        routes = [(route, route) for route in app.routes]
+    else:
+        routes = [(ctx.original_route, ctx) for ctx in iter_contexts(app.routes)]
+    return sorted(
+        (method, route.path)
+        for original, route in routes
+        if isinstance(original, fastapi.routing.APIRoute)
+        for method in route.methods
+    )
 
 
 @dataclass

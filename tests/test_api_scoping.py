@@ -1,0 +1,150 @@
+"""Another organization's objects are 404 on every /v1 route (never 403, never a leak).
+
+The cases come from the app's own route table, so a route added without scoping, or
+without a sample body here, fails this file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from core.db import Conn, Database
+from core.http.api_app import create_api_app
+from core.services import Services
+from core.settings import load_settings
+from tests.api_support import (
+    EMAIL,
+    WEBHOOK,
+    Tenant,
+    api_client,
+    assert_problem,
+    create,
+    served_operations,
+    tenant,
+)
+
+
+def _v1_operations() -> list[tuple[str, str]]:
+    settings = load_settings(database_url="postgresql://unused@127.0.0.1:1/unused")
+    app = create_api_app(Services(settings=settings, db=Database(settings.require_database_url())))
+    return [(m, p) for m, p in served_operations(app) if p.startswith("/v1/")]
+
+
+OPERATIONS = _v1_operations()
+
+# A valid body per writing operation, so a 404 can only come from scoping, not validation.
+# "{spare_destination_id}" is replaced by a destination of the caller's own.
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/v1/keys"): {"name": "k"},
+    ("POST", "/v1/forms"): {"name": "F"},
+    ("PATCH", "/v1/forms/{form_id}"): {"name": "Changed"},
+    ("POST", "/v1/forms/{form_id}/schemas"): {"schema": {"type": "object"}},
+    ("POST", "/v1/destinations"): EMAIL,
+    ("PATCH", "/v1/destinations/{destination_id}"): {"name": "Changed"},
+    ("POST", "/v1/forms/{form_id}/routes"): {"destination_id": "{spare_destination_id}"},
+    ("PATCH", "/v1/routes/{route_id}"): {"enabled": False},
+}
+
+
+async def _world(client: httpx.AsyncClient, who: Tenant) -> dict[str, str]:
+    """One object of every kind for `who`; returns the ids by path parameter name."""
+    form = await create(client, who, "/v1/forms", {"name": "Form"})
+    await create(client, who, f"/v1/forms/{form['id']}/schemas", {"schema": {"type": "object"}})
+    hook = await create(client, who, "/v1/destinations", WEBHOOK)
+    spare = await create(client, who, "/v1/destinations", EMAIL)
+    route = await create(
+        client, who, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]}
+    )
+    key = await create(client, who, "/v1/keys", {"name": "spare"})
+    return {
+        "form_id": form["id"],
+        "destination_id": hook["id"],
+        "spare_destination_id": spare["id"],
+        "route_id": route["id"],
+        "key_id": key["id"],
+    }
+
+
+async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str]) -> list[Any]:
+    """Everything `who` can read about its objects."""
+    paths = [
+        f"/v1/forms/{ids['form_id']}",
+        f"/v1/forms/{ids['form_id']}/schemas",
+        f"/v1/forms/{ids['form_id']}/routes",
+        f"/v1/destinations/{ids['destination_id']}",
+        "/v1/destinations",
+        "/v1/forms",
+        "/v1/keys",
+        "/v1/usage",
+    ]
+    seen = [(await client.get(path, headers=who.headers)).json() for path in paths]
+    for key in seen[paths.index("/v1/keys")]["data"]:
+        key.pop("last_used_at")  # the snapshot's own requests move it
+    return seen
+
+
+def _fill(path: str, ids: dict[str, str]) -> str:
+    return path.format(**{name: ids[name] for name in ids if "{" + name + "}" in path})
+
+
+def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
+    if method in ("GET", "DELETE"):
+        return None
+    if (method, path) not in BODIES:
+        pytest.fail(f"add a valid sample body for {method} {path} to BODIES")
+    return {
+        name: ids["spare_destination_id"] if value == "{spare_destination_id}" else value
+        for name, value in BODIES[(method, path)].items()
+    }
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+async def test_scoping__another_organizations_objects_are_404(
+    services: Services, conn: Conn, method: str, path: str
+) -> None:
+    owner = await tenant(conn, name="Owner", plan="pro")
+    intruder = await tenant(conn, name="Intruder", plan="pro")
+    async with api_client(services) as client:
+        theirs = await _world(client, owner)
+        mine = await _world(client, intruder)
+        before = await _snapshot(client, owner, theirs)
+
+        body = _body(method, path, mine)
+        if "{" in path:
+            foreign = await client.request(
+                method, _fill(path, theirs), json=body, headers=intruder.headers
+            )
+            assert_problem(foreign, 404, "not_found")
+        # The same call on the caller's own objects works, so the 404 above is the scope.
+        own = await client.request(method, _fill(path, mine), json=body, headers=intruder.headers)
+        assert own.status_code < 300, own.text
+        for value in theirs.values():
+            assert value not in own.text
+
+        assert await _snapshot(client, owner, theirs) == before
+
+
+async def test_scoping__a_route_to_another_organizations_destination_is_404(
+    services: Services, conn: Conn
+) -> None:
+    owner = await tenant(conn, name="Owner", plan="pro")
+    intruder = await tenant(conn, name="Intruder", plan="pro")
+    async with api_client(services) as client:
+        theirs = await _world(client, owner)
+        mine = await _world(client, intruder)
+        response = await client.post(
+            f"/v1/forms/{mine['form_id']}/routes",
+            json={"destination_id": theirs["spare_destination_id"]},
+            headers=intruder.headers,
+        )
+    assert_problem(response, 404, "not_found")
+
+
+def test_scoping__every_v1_operation_is_covered() -> None:
+    # Guards the parametrisation itself: the table above really holds the app's routes.
+    assert ("DELETE", "/v1/routes/{route_id}") in OPERATIONS
+    assert ("GET", "/v1/usage") in OPERATIONS
+    assert len(OPERATIONS) >= 20
