@@ -45,7 +45,7 @@ class DestinationFields(BaseModel):
         examples=[{"url": "https://example.com/hooks/postbag"}],
     )
     secret: Secret | None = Field(
-        None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
+        default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
     )
     enabled: bool = True
 
@@ -58,7 +58,7 @@ class DestinationPatch(BaseModel):
     name: DestinationName | None = None
     config: dict[str, Any] | None = None
     secret: Secret | None = Field(
-        None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
+        default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
     )
     enabled: bool | None = None
 

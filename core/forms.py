@@ -54,6 +54,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 FieldName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-\[\]]{0,99}$")]
 FormName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Origin = Annotated[str, StringConstraints(max_length=300)]
 RetentionDays = Annotated[int, Field(ge=1, le=3650)]
 SchemaMode = Literal["off", "observe", "enforce"]
 TurnstileSecret = Annotated[str, StringConstraints(min_length=1, max_length=512)]
@@ -131,9 +132,6 @@ class AckEmail(BaseModel):
     text: str = Field(min_length=1, max_length=10_000)
 
 
-Origin = Annotated[str, StringConstraints(max_length=300)]
-
-
 class FormFields(BaseModel):
     """A form's settings as created; PATCH takes the same fields, each optional."""
 
@@ -158,7 +156,7 @@ class FormFields(BaseModel):
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
     turnstile_secret: TurnstileSecret | None = Field(
-        None,
+        default=None,
         description="Cloudflare Turnstile secret; write-only (reads show `turnstile_enabled`)",
         json_schema_extra={"writeOnly": True},
     )
@@ -192,16 +190,16 @@ class FormPatch(BaseModel):
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
     turnstile_secret: TurnstileSecret | None = Field(
-        None,
+        default=None,
         description="write-only; null turns Turnstile off",
         json_schema_extra={"writeOnly": True},
     )
 
 
-def invalid_input(exc: ValidationError, *, prefix: str = "") -> InvalidInput:
+def invalid_input(exc: ValidationError) -> InvalidInput:
     """A pydantic error as InvalidInput listing the offending fields (never their values)."""
     errors = [
-        {"field": prefix + ".".join(str(part) for part in err["loc"]), "message": err["msg"]}
+        {"field": ".".join(str(part) for part in err["loc"]), "message": err["msg"]}
         for err in exc.errors()
     ]
     return InvalidInput("the request has invalid fields", errors)

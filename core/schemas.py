@@ -21,7 +21,7 @@ MAX_SCHEMA_BYTES = 64 * 1024
 class SchemaFields(BaseModel):
     """A new schema version: a JSON Schema object (draft 2020-12 unless `$schema` says)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+    model_config = ConfigDict(extra="forbid")
 
     # Named `json_schema` in Python: `schema` would shadow a BaseModel attribute.
     json_schema: dict[str, Any] = Field(

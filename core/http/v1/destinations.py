@@ -39,7 +39,7 @@ class CreatedDestination(Destination):
     """A new destination; `secret` is the generated webhook secret, shown here only once."""
 
     secret: str | None = Field(
-        None,
+        default=None,
         description="the webhook signing secret Postbag generated (null when you gave one)",
     )
 

@@ -23,7 +23,7 @@ class Problem(BaseModel):
     detail: str
     code: str
     errors: list[dict[str, str]] | None = Field(
-        None, description="for 422: one `{field, message}` per offending field"
+        default=None, description="for 422: one `{field, message}` per offending field"
     )
 
 
