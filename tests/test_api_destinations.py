@@ -139,6 +139,7 @@ async def test_destinations__secrets_never_leave_in_responses_or_logs(
     async with api_client(services, recorder) as client:
         hook = await create(client, acme, "/v1/destinations", {**WEBHOOK, "secret": MY_SECRET})
         chat = await create(client, acme, "/v1/destinations", TELEGRAM)
+        generated = (await create(client, acme, "/v1/destinations", WEBHOOK))["secret"]
         for dst in (hook, chat):
             await client.get(f"/v1/destinations/{dst['id']}", headers=acme.headers)
         await client.patch(
@@ -158,10 +159,13 @@ async def test_destinations__secrets_never_leave_in_responses_or_logs(
     captured = capsys.readouterr()
     logs = caplog.text + captured.out + captured.err
     responses = recorder.text()
-    assert len(recorder.bodies) == 11
+    assert len(recorder.bodies) == 12
     for secret in (MY_SECRET, ROTATED, short, TELEGRAM_TOKEN, turnstile):
         assert secret not in responses, secret
         assert secret not in logs, secret
+    # The generated webhook secret: in its creation response, and nowhere else.
+    assert [generated in body for body in recorder.bodies].count(True) == 1
+    assert generated not in logs
 
 
 INVALID_DESTINATIONS: list[tuple[str, dict[str, Any], str, str]] = [
