@@ -9,7 +9,22 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from core.errors import InvalidInput, NotFound, PostbagError, Unauthenticated, Unavailable
+from core.errors import (
+    FormClosed,
+    IdempotencyConflict,
+    InvalidAttachment,
+    InvalidInput,
+    MalformedBody,
+    NotFound,
+    PayloadTooLarge,
+    PostbagError,
+    StorageError,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMediaType,
+    ValuesErased,
+    ValuesExpired,
+)
 from core.logs import log
 
 PROBLEM_TYPE = "application/problem+json"
@@ -20,6 +35,15 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     InvalidInput: (422, "invalid_input"),
     Unavailable: (503, "unavailable"),
+    FormClosed: (403, "form_closed"),
+    IdempotencyConflict: (409, "idempotency_conflict"),
+    PayloadTooLarge: (413, "payload_too_large"),
+    MalformedBody: (400, "malformed_body"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
+    InvalidAttachment: (422, "invalid_attachment"),
+    ValuesErased: (410, "values_erased"),
+    ValuesExpired: (410, "values_expired"),
+    StorageError: (503, "storage_unavailable"),
 }
 
 
@@ -52,17 +76,22 @@ def status_and_code(exc: PostbagError) -> tuple[int, str]:
     return 500, "internal_error"
 
 
+def problem_for(exc: PostbagError) -> JSONResponse:
+    """The problem+json answer to a domain error (503s say when to retry)."""
+    status, code = status_and_code(exc)
+    errors = exc.errors if isinstance(exc, InvalidInput) else None
+    headers = {"Retry-After": "5"} if isinstance(exc, Unavailable | StorageError) else None
+    if status >= 500:
+        log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
+    return problem(status, code, str(exc), errors=errors, headers=headers)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
     async def on_postbag_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PostbagError)
-        status, code = status_and_code(exc)
-        errors = exc.errors if isinstance(exc, InvalidInput) else None
-        headers = {"Retry-After": "5"} if isinstance(exc, Unavailable) else None
-        if status >= 500:
-            log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
-        return problem(status, code, str(exc), errors=errors, headers=headers)
+        return problem_for(exc)
 
     async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
