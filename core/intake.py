@@ -209,9 +209,7 @@ def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str |
     return key
 
 
-async def verify_turnstile(
-    url: str, secret: str, token: str | None, remote_ip: str
-) -> str | None:
+async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: str) -> str | None:
     """None when the token verifies; else the quarantine reason. Never raises."""
     if not token:
         return "turnstile_failed"
@@ -310,7 +308,7 @@ async def _store_files(
     """Write each file under the submission's id, recording its key first."""
     if not files:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     for checked in files:
         attachment_id = new_id("att")
         rows.append(
@@ -463,7 +461,7 @@ async def _submit_parsed(
         "reason": decision.reason,
         "flags": flags,
     }
-    events = [
+    events: list[dict[str, Any]] = [
         {
             "type": "submission.quarantined"
             if decision.status == "quarantined"

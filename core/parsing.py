@@ -159,6 +159,7 @@ class _MultipartReader:
         self._handle: BinaryIO | None = None
         self._digest: Any = None
         self._value = bytearray()
+        self._ended = False
 
     async def read(self, stream: AsyncIterator[bytes]) -> ParsedBody:
         parser = MultipartParser(
@@ -171,6 +172,7 @@ class _MultipartReader:
                 "on_header_value": self._on_header_value,
                 "on_header_end": self._on_header_end,
                 "on_headers_finished": self._on_headers_finished,
+                "on_end": self._on_end,
             },
         )
         body = ParsedBody(fields=self.fields, files=self.files)
@@ -190,8 +192,8 @@ class _MultipartReader:
                 parser.finalize()
             except Exception as exc:
                 raise MalformedBody("the multipart body is malformed") from exc
-            if self._name is not None or self._file is not None:
-                raise MalformedBody("the multipart body ends inside a part")
+            if not self._ended:
+                raise MalformedBody("the multipart body ends before its closing boundary")
         except BaseException:
             self._close_file()
             body.spool = self.spool
@@ -199,6 +201,9 @@ class _MultipartReader:
             raise
         body.spool = self.spool
         return body
+
+    def _on_end(self) -> None:
+        self._ended = True
 
     def _fail(self, error: Exception) -> None:
         if self.error is None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 
@@ -14,7 +18,8 @@ from core.http.submit_app import create_submit_app
 from core.ids import new_id
 from core.scope import OrgScope
 from core.services import Services
-from tests.conftest import make_org
+from core.settings import load_settings
+from tests.conftest import TEST_SECRET_KEY, make_org
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -22,7 +27,11 @@ WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 async def create_form(conn: Conn, scope: OrgScope, **columns: Any) -> str:
     """A form with default settings, overridden by `columns`."""
     form_id = columns.pop("id", None) or new_id("frm")
-    row: dict[str, Any] = {"id": form_id, "organization_id": scope.organization_id, "name": "Contact"}
+    row: dict[str, Any] = {
+        "id": form_id,
+        "organization_id": scope.organization_id,
+        "name": "Contact",
+    }
     row.update(columns)
     for key in ("labels", "file_fields", "ack_email"):
         if key in row and not isinstance(row[key], str) and row[key] is not None:
@@ -74,7 +83,12 @@ async def create_destination(
         await conn.execute(
             "INSERT INTO destination_secrets (organization_id, destination_id, version, secret) "
             "VALUES (%(org)s, %(dst)s, %(version)s, %(secret)s)",
-            {"org": scope.organization_id, "dst": destination_id, "version": version, "secret": secret},
+            {
+                "org": scope.organization_id,
+                "dst": destination_id,
+                "version": version,
+                "secret": secret,
+            },
         )
     return destination_id
 
@@ -110,7 +124,9 @@ async def setup_form(
     return scope, key, form_id
 
 
-def submit_client(services: Services, *, client: tuple[str, int] = ("198.51.100.7", 4000)) -> httpx.AsyncClient:
+def submit_client(
+    services: Services, *, client: tuple[str, int] = ("198.51.100.7", 4000)
+) -> httpx.AsyncClient:
     app = create_submit_app(services)
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app, client=client), base_url="http://postbag.test"
@@ -134,3 +150,69 @@ async def rows(conn: Conn, sql: str, **params: Any) -> list[dict[str, Any]]:
 async def chunks(data: bytes, size: int = 65536) -> AsyncIterator[bytes]:
     for start in range(0, len(data), size):
         yield data[start : start + size]
+
+
+@contextlib.asynccontextmanager
+async def built_services(
+    db_url: str, tmp_path: Path, *, pool_max: int = 4, **overrides: Any
+) -> AsyncIterator[Services]:
+    """Services like the `services` fixture, with settings overridden."""
+    settings = load_settings(
+        **{
+            "database_url": db_url,
+            "secret_key": TEST_SECRET_KEY,
+            "storage_url": f"file://{tmp_path / 'files'}",
+            "allow_private_targets": True,
+            **overrides,
+        }
+    )
+    built = Services.from_settings(settings, pool_max=pool_max)
+    try:
+        yield built
+    finally:
+        await built.db.close()
+
+
+class FakeTurnstile:
+    """A loopback HTTP peer answering siteverify with a set body, status or delay."""
+
+    def __init__(self) -> None:
+        self.body: dict[str, Any] = {"success": True}
+        self.status = 200
+        self.delay = 0.0
+        self.requests: list[dict[str, str]] = []
+        self._server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> FakeTurnstile:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/siteverify"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            form = dict(parse_qsl((await reader.readexactly(length)).decode()))
+            self.requests.append(form)
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            body = json.dumps(self.body).encode()
+            writer.write(
+                f"HTTP/1.1 {self.status} X\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

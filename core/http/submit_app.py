@@ -71,9 +71,7 @@ def _answer(request: Request, form: Form, outcome: Outcome, headers: dict[str, s
         return RedirectResponse(
             _redirect_target(form.redirect_url, outcome.receipt), status_code=303, headers=headers
         )
-    return HTMLResponse(
-        _THANK_YOU.format(receipt=html.escape(outcome.receipt)), headers=headers
-    )
+    return HTMLResponse(_THANK_YOU.format(receipt=html.escape(outcome.receipt)), headers=headers)
 
 
 def _client(request: Request, services: Services) -> str:
@@ -106,9 +104,9 @@ async def submit(form_id: str, request: Request, services: ServicesDep, now: Now
             now=now,
         )
     except PostbagError as exc:
-        response = problem_for(exc)
-        response.headers.update(_cors_headers(form, origin))
-        return response
+        refusal = problem_for(exc)
+        refusal.headers.update(_cors_headers(form, origin))
+        return refusal
     response = _answer(request, form, outcome, _cors_headers(form, origin))
     if outcome.deliveries:
         response.background = BackgroundTask(notify_deliveries, services)
