@@ -401,6 +401,8 @@ async def _submit_parsed(
     fields = body.fields
     key = _idempotency_key(request, fields)
     reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
+    # A file field never holds a text value (a browser's empty file input, a stray field).
+    reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
     files = check_files(body.files, form.file_fields) if form.accepting else []
     hashed = payload_hash(fields, files)
