@@ -258,21 +258,21 @@ async def export_csv(
     yield buffer.getvalue()
     params = {"form_id": form_id, "organization_id": scope.organization_id, "now": now}
     async with db.scoped(scope) as conn:
-        cursor = conn.cursor(name="export_rows")
-        await cursor.execute(queries["export_rows"], params)
-        while batch := await cursor.fetchmany(500):
-            buffer.seek(0)
-            buffer.truncate()
-            for row in batch:
-                values = row["values"] or {}
-                writer.writerow(
-                    [
-                        row["id"],
-                        row["received_at"].isoformat(),
-                        row["status"],
-                        row["reason"] or "",
-                        "; ".join(row["flags"]),
-                        *(_cell(values.get(name)) for name in fields),
-                    ]
-                )
-            yield buffer.getvalue()
+        async with conn.cursor(name="export_rows") as cursor:
+            await cursor.execute(queries["export_rows"], params)
+            while batch := await cursor.fetchmany(500):
+                buffer.seek(0)
+                buffer.truncate()
+                for row in batch:
+                    values = row["values"] or {}
+                    writer.writerow(
+                        [
+                            row["id"],
+                            row["received_at"].isoformat(),
+                            row["status"],
+                            row["reason"] or "",
+                            "; ".join(row["flags"]),
+                            *(_cell(values.get(name)) for name in fields),
+                        ]
+                    )
+                yield buffer.getvalue()

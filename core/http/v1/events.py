@@ -23,6 +23,9 @@ async def events_list(
 ) -> dict[str, Any]:
     """Events with ids above `after`, oldest first; pass the last id as the next `after`."""
     async with services.db.scoped(scope) as conn:
-        page = await list_events(conn, scope, after=after, limit=limit)
-    next_cursor = str(page[-1]["id"]) if len(page) == limit else None
+        page = await list_events(conn, scope, after=after, limit=limit + 1)
+    next_cursor = None
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = str(page[-1]["id"])
     return {"data": page, "next_cursor": next_cursor}

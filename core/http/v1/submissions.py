@@ -61,10 +61,11 @@ async def submissions_list(
             status=status,
             since=since,
             before=_position(cursor),
-            limit=limit,
+            limit=limit + 1,
         )
     next_cursor = None
-    if len(page) == limit:
+    if len(page) > limit:
+        page = page[:limit]
         last = page[-1]
         next_cursor = encode_cursor([last["received_at"].isoformat(), last["id"]])
     return {"data": page, "next_cursor": next_cursor}
