@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -368,13 +369,21 @@ def _lock_key(form: Form, hashed_payload: bytes) -> int:
 async def _insert(
     services: Services, params: dict[str, Any], *, lock_key: int | None
 ) -> dict[str, Any]:
-    """Run the submit transaction in one round trip (pipeline: BEGIN, lock, insert, COMMIT)."""
+    """Run the submit transaction in one round trip.
+
+    With an idempotency key it is one statement (its own transaction on the autocommit
+    connection). Without one, the advisory lock and the statement go out in one pipeline
+    with a single Sync, which Postgres runs as one implicit transaction: the lock is held
+    to the commit, and the statement, taking its snapshot after the lock, sees the row of
+    a concurrent identical submit that won.
+    """
     for _ in range(3):
         async with services.db.connection() as conn:
-            async with conn.pipeline():
-                async with conn.transaction():
-                    if lock_key is not None:
-                        await conn.execute(queries["lock_double_submit"], {"lock_key": lock_key})
+            if lock_key is None:
+                cur = await conn.execute(queries["insert_submission"], params)
+            else:
+                async with conn.pipeline():
+                    await conn.execute(queries["lock_double_submit"], {"lock_key": lock_key})
                     cur = await conn.execute(queries["insert_submission"], params)
             row = await cur.fetchone()
         if row is not None:
@@ -538,10 +547,39 @@ def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str,
     return grouped
 
 
+class _Waker:
+    """Coalesces wake-ups: at most one NOTIFY in flight per event loop, plus one more for
+    everything that asked while it was in flight."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.running: asyncio.Task[None] | None = None
+
+    async def _run(self, services: Services) -> None:
+        while self.pending:
+            self.pending = False
+            try:
+                async with services.db.connection() as conn:
+                    await conn.execute(queries["notify_deliveries"])
+            except Exception:
+                log.warning("could not notify the delivery worker; it will poll")
+                return
+
+    async def wake(self, services: Services) -> None:
+        self.pending = True
+        if self.running is None or self.running.done():
+            self.running = asyncio.create_task(self._run(services))
+        # Waiting keeps a Lambda invocation alive until its wake-up went out.
+        await asyncio.shield(self.running)
+
+
+_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+
+
 async def notify_deliveries(services: Services) -> None:
     """Wake the delivery worker; a failure only delays delivery until its next poll."""
-    try:
-        async with services.db.connection() as conn:
-            await conn.execute(queries["notify_deliveries"])
-    except Exception:
-        log.warning("could not notify the delivery worker; it will poll")
+    loop = asyncio.get_running_loop()
+    waker = _wakers.get(loop)
+    if waker is None:
+        waker = _wakers[loop] = _Waker()
+    await waker.wake(services)

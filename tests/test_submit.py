@@ -820,3 +820,20 @@ def test_submit__payload_hash_ignores_key_order_and_tokens() -> None:
     assert one == two
     assert payload_hash({"a": 1}, []) != payload_hash({"a": "1"}, [])
     assert json.dumps({"ok": True})  # the module is importable without a database
+
+
+async def test_submit__wakes_the_worker_after_the_response(
+    services: Services, conn: Conn, db_url: str
+) -> None:
+    _scope, _key, form = await setup_form(conn)
+    listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
+    async with listener:
+        await listener.execute("LISTEN postbag_deliveries")
+        async with submit_client(services) as client:
+            await asyncio.gather(*(_post_json(client, form, data={"n": str(n)}) for n in range(5)))
+        received = []
+        async for note in listener.notifies(timeout=2.0, stop_after=1):
+            received.append(note.channel)
+    # Wake-ups are coalesced per process: never more than one per submission.
+    assert 1 <= len(received) <= 5
+    assert set(received) == {"postbag_deliveries"}
