@@ -837,3 +837,37 @@ async def test_submit__wakes_the_worker_after_the_response(
     # Wake-ups are coalesced per process: never more than one per submission.
     assert 1 <= len(received) <= 5
     assert set(received) == {"postbag_deliveries"}
+
+
+async def test_submit__idempotency_key_over_255_characters_is_422(
+    services: Services, conn: Conn
+) -> None:
+    _scope, _key, form = await setup_form(conn)
+    async with submit_client(services) as client:
+        response = await _post_json(
+            client, form, json={"a": 1}, headers={"Idempotency-Key": "k" * 256}
+        )
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_input"
+    assert await rows(conn, "SELECT id FROM submissions") == []
+
+
+async def test_submit__storage_failure_is_503_and_the_orphan_is_recorded(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the storage root should be")
+    async with (
+        built_services(db_url, tmp_path, storage_url=f"file://{blocker}") as services,
+        submit_client(services) as client,
+    ):
+        response = await _post_json(
+            client, form, files=[("cv", ("cv.txt", b"hello", "text/plain"))]
+        )
+    assert response.status_code == 503
+    assert response.json()["code"] == "storage_unavailable"
+    assert response.headers["retry-after"] == "5"
+    assert await rows(conn, "SELECT id FROM submissions") == []
+    orphans = await rows(conn, "SELECT storage_key, deleted_at FROM stored_objects")
+    assert len(orphans) == 1 and orphans[0]["deleted_at"] is None

@@ -35,12 +35,10 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
 SELECT id, payload_hash
   FROM submissions
  WHERE form_id = %(form_id)s
-   AND CASE WHEN %(idempotency_key)s::text IS NOT NULL
-            THEN idempotency_key = %(idempotency_key)s::text
-            ELSE idempotency_key IS NULL AND client_hash = %(client_hash)s
-                 AND payload_hash = %(payload_hash)s
-                 AND received_at > %(now)s - interval '60 seconds'
-       END
+   AND (idempotency_key = %(idempotency_key)s::text
+        OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
+            AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
+            AND received_at > %(now)s - interval '60 seconds'))
  ORDER BY received_at DESC
  LIMIT 1
 
@@ -58,12 +56,11 @@ WITH existing AS (
     SELECT id, payload_hash
       FROM submissions
      WHERE form_id = %(form_id)s
-       AND CASE WHEN %(idempotency_key)s::text IS NOT NULL
-                THEN idempotency_key = %(idempotency_key)s::text
-                ELSE idempotency_key IS NULL AND client_hash = %(client_hash)s
-                     AND payload_hash = %(payload_hash)s
-                     AND received_at > %(now)s - interval '60 seconds'
-           END
+       -- Two index-friendly arms (the unique key; the client's recent rows), not a CASE.
+       AND (idempotency_key = %(idempotency_key)s::text
+            OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
+                AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
+                AND received_at > %(now)s - interval '60 seconds'))
      ORDER BY received_at DESC
      LIMIT 1
 ), submission AS (

@@ -76,6 +76,7 @@ async def _drive(port: int, path: str, concurrency: int, duration: float) -> lis
             ).encode()
             request = (
                 f"POST {path} HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n"
+                f"X-Forwarded-For: 10.{n % 256}.{counter // 256 % 256}.{counter % 256}\r\n"
                 f"Content-Type: application/x-www-form-urlencoded\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n"
             ).encode() + body
@@ -219,8 +220,7 @@ def setup(url: str) -> dict[str, str]:
             ids,
         )
         conn.execute(
-            "INSERT INTO forms (id, organization_id, name, rate_limit_max) "
-            "VALUES (%(form)s, %(org)s, 'Bench', 1000000000)",
+            "INSERT INTO forms (id, organization_id, name) VALUES (%(form)s, %(org)s, 'Bench')",
             ids,
         )
         for n in (1, 2):
@@ -291,6 +291,9 @@ def main() -> int:
         POSTBAG_DATABASE_URL=url,
         POSTBAG_SECRET_KEY=SECRET,
         POSTBAG_LOG_LEVEL="WARNING",
+        # Each request comes "through a proxy" from its own client address, so the default
+        # rate limit (10 per 10 minutes per client) applies as in production.
+        POSTBAG_TRUSTED_PROXIES='["127.0.0.1/32"]',
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
     )
     runner = subprocess.Popen(
