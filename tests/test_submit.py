@@ -631,7 +631,7 @@ async def test_submit__no_key_identical_payload_within_60_seconds_is_one_submiss
     _scope, _key, form = await setup_form(conn)
     app = create_submit_app(services)
     clock = [utcnow()]
-    app.dependency_overrides[utcnow] = lambda: clock[0]
+    app.state.clock = lambda: clock[0]
     transport = httpx.ASGITransport(app=app, client=("198.51.100.7", 1))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         first = await _post_json(client, f"{form}", data={"a": "1"})

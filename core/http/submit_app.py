@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import html
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from starlette.background import BackgroundTask
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
 
 from core import __version__
 from core.clients import client_address
 from core.errors import PostbagError
 from core.http import health
-from core.http.deps import NowDep, ServicesDep
 from core.http.problems import install_problem_handlers, problem_for
 from core.intake import Form, Outcome, SubmitRequest, cors_origin, notify_deliveries, resolve_form
 from core.intake import submit as run_submit
-from core.services import Services
-
-router = APIRouter()
+from core.services import Services, utcnow
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
 
@@ -83,8 +82,11 @@ def _client(request: Request, services: Services) -> str:
     )
 
 
-@router.post("/s/{form_id}", include_in_schema=False)
-async def submit(form_id: str, request: Request, services: ServicesDep, now: NowDep) -> Response:
+async def submit(request: Request) -> Response:
+    """`POST /s/{form}`: a plain Starlette endpoint, since this is the hot path."""
+    services: Services = request.app.state.services
+    now: datetime = request.app.state.clock()
+    form_id: str = request.path_params["form_id"]
     origin = request.headers.get("origin")
     client = _client(request, services)
     form: Form | None = None
@@ -115,10 +117,16 @@ async def submit(form_id: str, request: Request, services: ServicesDep, now: Now
     return response
 
 
-@router.options("/s/{form_id}", include_in_schema=False)
-async def preflight(form_id: str, request: Request, services: ServicesDep, now: NowDep) -> Response:
+async def preflight(request: Request) -> Response:
+    """`OPTIONS /s/{form}`: CORS preflight for the form's allowed origins."""
+    services: Services = request.app.state.services
     origin = request.headers.get("origin")
-    form = await resolve_form(services, form_id, client=_client(request, services), now=now)
+    form = await resolve_form(
+        services,
+        request.path_params["form_id"],
+        client=_client(request, services),
+        now=request.app.state.clock(),
+    )
     headers = _cors_headers(form, origin)
     if "Access-Control-Allow-Origin" in headers:
         headers.update(
@@ -137,7 +145,9 @@ def create_submit_app(services: Services) -> FastAPI:
         title="Postbag submit", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.services = services
+    app.state.clock = utcnow  # tests may replace it
     install_problem_handlers(app)
     app.include_router(health.router)
-    app.include_router(router)
+    app.router.routes.append(Route("/s/{form_id}", submit, methods=["POST"]))
+    app.router.routes.append(Route("/s/{form_id}", preflight, methods=["OPTIONS"]))
     return app
