@@ -30,7 +30,7 @@ from core.db import Conn
 from core.errors import FormClosed, IdempotencyConflict, InvalidInput, NotFound
 from core.ids import new_id
 from core.logs import log
-from core.parsing import ParsedBody, parse_body
+from core.parsing import ParsedBody, UploadedFile, parse_body
 from core.plans import PLANS
 from core.queries import queries
 from core.services import Services
@@ -182,14 +182,14 @@ def _first_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def payload_hash(fields: Mapping[str, Any], files: list[CheckedFile]) -> bytes:
+def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
     """The canonical hash of what was submitted: fields (minus the per-request tokens) and
     each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
     canonical = {
         "values": {
             k: v for k, v in fields.items() if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD)
         },
-        "files": sorted([f.upload.field, f.upload.name, f.upload.sha256.hex()] for f in files),
+        "files": sorted([f.field, f.name, f.sha256.hex()] for f in files),
     }
     raw = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).digest()
@@ -414,7 +414,7 @@ async def _submit_parsed(
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
     files = check_files(body.files, form.file_fields) if form.accepting else []
-    hashed = payload_hash(fields, files)
+    hashed = payload_hash(fields, body.files)
     if not form.accepting:
         # A repeat of what was accepted before closing still gets its receipt.
         async with services.db.connection() as conn:

@@ -444,3 +444,25 @@ async def test_attachments__empty_file_input_is_no_file(
 def test_storage_for__file_urls(tmp_path: Path) -> None:
     store = storage_for(f"file://{tmp_path}/x")
     assert store is storage_for(f"file://{tmp_path}/x")
+
+
+async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
+    headers = {**JSON_ACCEPT, "Idempotency-Key": "with-file"}
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        files = _multipart("cv", "cv.pdf", pdf())
+        first = await client.post(f"/s/{form}", files=files, headers=headers)
+        await conn.execute("UPDATE forms SET accepting = false WHERE id = %s", (form,))
+        again = await client.post(f"/s/{form}", files=files, headers=headers)
+        other = await client.post(
+            f"/s/{form}", files=_multipart("cv", "cv.pdf", pdf() + b"\n"), headers=headers
+        )
+    assert first.status_code == 201
+    assert again.status_code == 200 and again.json()["receipt"] == first.json()["receipt"]
+    assert other.status_code == 409
+    assert len(await rows(conn, "SELECT id FROM attachments")) == 1
