@@ -130,7 +130,7 @@ def _parse_json(raw: bytes) -> ParsedBody:
 
 def _parse_urlencoded(raw: bytes) -> ParsedBody:
     try:
-        text = raw.decode("ascii")
+        text = raw.decode("utf-8")  # browsers percent-encode; curl may send raw UTF-8
         pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
     except (UnicodeDecodeError, ValueError):
         raise MalformedBody("the body is not valid urlencoded UTF-8") from None
