@@ -61,3 +61,39 @@ class InvalidSchema(InvalidInput):
 
 class InvalidTemplate(InvalidInput):
     """A template holds more than `{{field}}` placeholders, or is set where none applies."""
+
+
+class FormClosed(PostbagError):
+    """The form exists but is not taking submissions (`accepting` is false)."""
+
+
+class IdempotencyConflict(PostbagError):
+    """An idempotency key was reused with a different payload."""
+
+
+class PayloadTooLarge(PostbagError):
+    """The request body is over a size limit; reading stopped at the limit."""
+
+
+class MalformedBody(PostbagError):
+    """The request body cannot be parsed as its declared content type."""
+
+
+class UnsupportedMediaType(PostbagError):
+    """The request body has a content type the submit path does not accept."""
+
+
+class InvalidAttachment(InvalidInput):
+    """An uploaded file is empty, unsupported, mismatched, too large or one too many."""
+
+
+class ValuesErased(PostbagError):
+    """The submission's values and files were erased on request."""
+
+
+class ValuesExpired(PostbagError):
+    """The submission's values and files are past their retention (`erase_at`)."""
+
+
+class StorageError(PostbagError):
+    """Attachment storage refused or failed an operation; the caller may retry."""

@@ -10,17 +10,26 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from core.errors import (
+    FormClosed,
+    IdempotencyConflict,
+    InvalidAttachment,
     InvalidConfig,
     InvalidInput,
     InvalidSchema,
     InvalidSecret,
     InvalidTemplate,
+    MalformedBody,
     NotFound,
+    PayloadTooLarge,
     PlanLimitReached,
     PostbagError,
     RouteExists,
+    StorageError,
     Unauthenticated,
     Unavailable,
+    UnsupportedMediaType,
+    ValuesErased,
+    ValuesExpired,
 )
 from core.logs import log
 
@@ -38,6 +47,15 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     InvalidSecret: (422, "invalid_secret"),
     InvalidSchema: (422, "invalid_schema"),
     InvalidTemplate: (422, "invalid_template"),
+    FormClosed: (403, "form_closed"),
+    IdempotencyConflict: (409, "idempotency_conflict"),
+    PayloadTooLarge: (413, "payload_too_large"),
+    MalformedBody: (400, "malformed_body"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
+    InvalidAttachment: (422, "invalid_attachment"),
+    ValuesErased: (410, "values_erased"),
+    ValuesExpired: (410, "values_expired"),
+    StorageError: (503, "storage_unavailable"),
 }
 
 
@@ -70,17 +88,22 @@ def status_and_code(exc: PostbagError) -> tuple[int, str]:
     return 500, "internal_error"
 
 
+def problem_for(exc: PostbagError) -> JSONResponse:
+    """The problem+json answer to a domain error (503s say when to retry)."""
+    status, code = status_and_code(exc)
+    errors = exc.errors if isinstance(exc, InvalidInput) else None
+    headers = {"Retry-After": "5"} if isinstance(exc, Unavailable | StorageError) else None
+    if status >= 500:
+        log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
+    return problem(status, code, str(exc), errors=errors, headers=headers)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
     async def on_postbag_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PostbagError)
-        status, code = status_and_code(exc)
-        errors = exc.errors if isinstance(exc, InvalidInput) else None
-        headers = {"Retry-After": "5"} if isinstance(exc, Unavailable) else None
-        if status >= 500:
-            log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
-        return problem(status, code, str(exc), errors=errors, headers=headers)
+        return problem_for(exc)
 
     async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

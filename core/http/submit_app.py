@@ -2,12 +2,141 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import html
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from fastapi import FastAPI, Request
+from starlette.background import BackgroundTask
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
 
 from core import __version__
+from core.clients import client_address
+from core.errors import PostbagError
 from core.http import health
-from core.http.problems import install_problem_handlers
-from core.services import Services
+from core.http.problems import install_problem_handlers, problem_for
+from core.intake import Form, Outcome, SubmitRequest, cors_origin, notify_deliveries, resolve_form
+from core.intake import submit as run_submit
+from core.services import Services, utcnow
+
+_PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
+
+_THANK_YOU = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Thank you</title>
+<style>
+body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+</style>
+</head>
+<body>
+<main>
+<h1>Thank you</h1>
+<p role="status">Your submission was received.</p>
+<p>Reference: <code>{receipt}</code></p>
+<p><a href="javascript:history.back()">Go back</a></p>
+</main>
+</body>
+</html>
+"""
+
+
+def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
+    allowed = cors_origin(form, origin) if form is not None else None
+    if allowed is None:
+        return {"Vary": "Origin"}
+    return {"Access-Control-Allow-Origin": allowed, "Vary": "Origin"}
+
+
+def _wants_json(request: Request, outcome: Outcome) -> bool:
+    return outcome.is_json or "application/json" in request.headers.get("accept", "")
+
+
+def _redirect_target(redirect_url: str, receipt: str) -> str:
+    parts = urlsplit(redirect_url)
+    query = [*parse_qsl(parts.query, keep_blank_values=True), ("receipt", receipt)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _answer(request: Request, form: Form, outcome: Outcome, headers: dict[str, str]) -> Response:
+    if _wants_json(request, outcome):
+        body: dict[str, Any] = {"receipt": outcome.receipt, "status": "received"}
+        if outcome.duplicate:
+            body["duplicate"] = True
+        return JSONResponse(body, status_code=200 if outcome.duplicate else 201, headers=headers)
+    if form.redirect_url:
+        return RedirectResponse(
+            _redirect_target(form.redirect_url, outcome.receipt), status_code=303, headers=headers
+        )
+    return HTMLResponse(_THANK_YOU.format(receipt=html.escape(outcome.receipt)), headers=headers)
+
+
+def _client(request: Request, services: Services) -> str:
+    peer = request.client.host if request.client else None
+    return client_address(
+        peer, request.headers.get("x-forwarded-for"), services.settings.trusted_proxies
+    )
+
+
+async def submit(request: Request) -> Response:
+    """`POST /s/{form}`: a plain Starlette endpoint, since this is the hot path."""
+    services: Services = request.app.state.services
+    now: datetime = request.app.state.clock()
+    form_id: str = request.path_params["form_id"]
+    origin = request.headers.get("origin")
+    client = _client(request, services)
+    form: Form | None = None
+    try:
+        form = await resolve_form(services, form_id, client=client, now=now)
+        outcome = await run_submit(
+            services,
+            form,
+            SubmitRequest(
+                content_type=request.headers.get("content-type"),
+                content_length=request.headers.get("content-length"),
+                body=request.stream(),
+                client=client,
+                origin=origin,
+                referrer=request.headers.get("referer"),
+                accept_language=request.headers.get("accept-language"),
+                idempotency_key=request.headers.get("idempotency-key"),
+            ),
+            now=now,
+        )
+    except PostbagError as exc:
+        refusal = problem_for(exc)
+        refusal.headers.update(_cors_headers(form, origin))
+        return refusal
+    response = _answer(request, form, outcome, _cors_headers(form, origin))
+    if outcome.deliveries:
+        response.background = BackgroundTask(notify_deliveries, services)
+    return response
+
+
+async def preflight(request: Request) -> Response:
+    """`OPTIONS /s/{form}`: CORS preflight for the form's allowed origins."""
+    services: Services = request.app.state.services
+    origin = request.headers.get("origin")
+    form = await resolve_form(
+        services,
+        request.path_params["form_id"],
+        client=_client(request, services),
+        now=request.app.state.clock(),
+    )
+    headers = _cors_headers(form, origin)
+    if "Access-Control-Allow-Origin" in headers:
+        headers.update(
+            {
+                "Access-Control-Allow-Methods": "POST, OPTIONS",
+                "Access-Control-Allow-Headers": _PREFLIGHT_HEADERS,
+                "Access-Control-Max-Age": "86400",
+            }
+        )
+    return Response(status_code=204, headers=headers)
 
 
 def create_submit_app(services: Services) -> FastAPI:
@@ -16,6 +145,9 @@ def create_submit_app(services: Services) -> FastAPI:
         title="Postbag submit", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.services = services
+    app.state.clock = utcnow  # tests may replace it
     install_problem_handlers(app)
     app.include_router(health.router)
+    app.router.routes.append(Route("/s/{form_id}", submit, methods=["POST"]))
+    app.router.routes.append(Route("/s/{form_id}", preflight, methods=["OPTIONS"]))
     return app

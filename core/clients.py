@@ -1,0 +1,64 @@
+"""Who is submitting: the client address (trusting proxies only when configured) and its HMAC.
+
+Raw addresses are never stored; the rate limit and the double-submit rule use
+`client_hash`, an HMAC-SHA256 keyed with `POSTBAG_SECRET_KEY`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from collections.abc import Iterable
+
+UNKNOWN_CLIENT = "unknown"
+
+
+def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    value = value.strip()
+    if value.startswith("[") and "]" in value:  # "[2001:db8::1]:443"
+        value = value[1 : value.index("]")]
+    elif value.count(":") == 1:  # "203.0.113.7:443"
+        value = value.split(":", 1)[0]
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def _is_trusted(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address, trusted: Iterable[str]
+) -> bool:
+    for entry in trusted:
+        try:
+            if address in ipaddress.ip_network(entry.strip(), strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: list[str]) -> str:
+    """The submitting client's address.
+
+    `peer` is the connection's address (for a Lambda Function URL, Mangum puts the event's
+    `sourceIp` there). `X-Forwarded-For` is believed only when the peer is a trusted proxy;
+    then the right-most entry that is not itself a trusted proxy is the client.
+    """
+    peer_ip = _parse_ip(peer) if peer else None
+    if peer_ip is None:
+        return UNKNOWN_CLIENT
+    if not forwarded_for or not trusted_proxies or not _is_trusted(peer_ip, trusted_proxies):
+        return str(peer_ip)
+    for hop in reversed(forwarded_for.split(",")):
+        hop_ip = _parse_ip(hop)
+        if hop_ip is None:
+            break
+        if not _is_trusted(hop_ip, trusted_proxies):
+            return str(hop_ip)
+    return str(peer_ip)
+
+
+def client_hash(address: str, key: bytes) -> bytes:
+    """The stored stand-in for a client address: HMAC-SHA256(secret key, address)."""
+    return hmac.new(key, address.encode(), hashlib.sha256).digest()

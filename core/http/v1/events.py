@@ -1,0 +1,31 @@
+"""`/v1/events`: the organization's event stream, ascending ids."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from core.events import list_events
+from core.http.deps import ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/events")
+async def events_list(
+    scope: ScopeDep,
+    services: ServicesDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """Events with ids above `after`, oldest first; pass the last id as the next `after`."""
+    async with services.db.scoped(scope) as conn:
+        page = await list_events(conn, scope, after=after, limit=limit + 1)
+    next_cursor = None
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = str(page[-1]["id"])
+    return {"data": page, "next_cursor": next_cursor}

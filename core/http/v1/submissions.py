@@ -1,0 +1,135 @@
+"""`/v1/submissions`: list, read, erase, download attachments, export CSV."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query
+from starlette.responses import StreamingResponse
+
+from core.errors import InvalidInput
+from core.http.deps import NowDep, ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.storage import storage_for
+from core.submissions import (
+    delete_objects,
+    erase_values,
+    export_csv,
+    export_fields,
+    get_attachment,
+    get_submission,
+    list_submissions,
+)
+
+router = APIRouter(tags=["submissions"])
+
+
+def _position(cursor: str | None) -> tuple[datetime, str] | None:
+    position = decode_cursor(cursor)
+    if position is None:
+        return None
+    try:
+        at, submission_id = position
+        return datetime.fromisoformat(str(at)), str(submission_id)
+    except (ValueError, TypeError):
+        raise InvalidInput(
+            "malformed cursor", [{"field": "cursor", "message": "malformed"}]
+        ) from None
+
+
+@router.get("/submissions")
+async def submissions_list(
+    scope: ScopeDep,
+    services: ServicesDep,
+    now: NowDep,
+    form: str | None = None,
+    status: Literal["accepted", "spam", "quarantined"] | None = None,
+    since: datetime | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """The organization's submissions, newest first, without values."""
+    async with services.db.scoped(scope) as conn:
+        page = await list_submissions(
+            conn,
+            scope,
+            now=now,
+            form_id=form,
+            status=status,
+            since=since,
+            before=_position(cursor),
+            limit=limit + 1,
+        )
+    next_cursor = None
+    if len(page) > limit:
+        page = page[:limit]
+        last = page[-1]
+        next_cursor = encode_cursor([last["received_at"].isoformat(), last["id"]])
+    return {"data": page, "next_cursor": next_cursor}
+
+
+@router.get("/submissions/export.csv", response_class=StreamingResponse)
+async def submissions_export(
+    scope: ScopeDep, services: ServicesDep, now: NowDep, form: str
+) -> StreamingResponse:
+    """A form's submissions as CSV: one column per field seen, formula-safe cells."""
+    async with services.db.scoped(scope) as conn:
+        fields = await export_fields(conn, scope, form, now=now)
+    return StreamingResponse(
+        export_csv(services.db, scope, form, fields, now=now),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{form}.csv"'},
+    )
+
+
+@router.get("/submissions/{submission_id}")
+async def submissions_get(
+    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """One submission with values (unless erased or expired), attachments and deliveries."""
+    async with services.db.scoped(scope) as conn:
+        return await get_submission(conn, scope, submission_id, now=now)
+
+
+@router.post("/submissions/{submission_id}/erase")
+async def submissions_erase(
+    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Erase values and files now; unsent deliveries end `skipped` (`values_erased`)."""
+    async with services.db.scoped(scope) as conn:
+        erasure = await erase_values(conn, scope, submission_id, now=now)
+    if erasure.storage_keys:
+        storage = storage_for(services.settings.storage_url)
+        await delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+    async with services.db.scoped(scope) as conn:
+        return await get_submission(conn, scope, submission_id, now=now)
+
+
+@router.get("/submissions/{submission_id}/attachments/{attachment_id}")
+async def submissions_attachment(
+    submission_id: str, attachment_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> StreamingResponse:
+    """The attachment's bytes, as a download with its sniffed type."""
+    async with services.db.scoped(scope) as conn:
+        found = await get_attachment(conn, scope, submission_id, attachment_id, now=now)
+    chunks = storage_for(services.settings.storage_url).read(found.storage_key)
+    first = await anext(chunks, b"")  # a missing object is a 404 before any header is sent
+
+    async def body() -> Any:
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    return StreamingResponse(
+        body(),
+        media_type=found.content_type,
+        headers={
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.name)}",
+            "Content-Length": str(found.size),
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "private, no-store",
+        },
+    )

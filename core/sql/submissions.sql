@@ -1,0 +1,112 @@
+-- name: list_submissions
+-- One page of an organization's submissions, newest first, without values.
+SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
+  FROM submissions
+ WHERE organization_id = %(organization_id)s
+   AND (%(form_id)s::text IS NULL OR form_id = %(form_id)s::text)
+   AND (%(status)s::text IS NULL OR status = %(status)s::text)
+   AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s::timestamptz)
+   AND (%(before_at)s::timestamptz IS NULL
+        OR (received_at, id) < (%(before_at)s::timestamptz, %(before_id)s::text))
+ ORDER BY received_at DESC, id DESC
+ LIMIT %(limit)s
+
+-- name: get_submission
+-- One submission with its attachments and one line per delivery.
+SELECT s.id, s.form_id, s.status, s.reason, s.flags, s.received_at, s.erase_at, s.erased_at,
+       s.erase_reason, s."values",
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                            'id', a.id, 'field', a.field, 'name', a.name,
+                            'type', a.content_type, 'size', a.size) ORDER BY a.id)
+                   FROM attachments a WHERE a.submission_id = s.id), '[]'::jsonb) AS attachments,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                            'id', d.id, 'kind', d.kind, 'channel', d.channel,
+                            'destination', d.destination_id, 'route', d.route_id,
+                            'status', d.status, 'reason', d.reason, 'held', d.held,
+                            'attempts', d.attempts, 'next_attempt_at', d.next_attempt_at,
+                            'last_detail', d.last_detail, 'target', d.target) ORDER BY d.id)
+                   FROM deliveries d WHERE d.submission_id = s.id), '[]'::jsonb) AS deliveries
+  FROM submissions s
+ WHERE s.id = %(id)s AND s.organization_id = %(organization_id)s
+
+-- name: lock_submission
+-- The submission to erase, locked against a concurrent erase or retention pass.
+SELECT id, erased_at FROM submissions
+ WHERE id = %(id)s AND organization_id = %(organization_id)s
+   FOR UPDATE
+
+-- name: submission_state
+-- Whether a submission exists in the organization, and whether it was erased.
+SELECT id, erased_at FROM submissions
+ WHERE id = %(id)s AND organization_id = %(organization_id)s
+
+-- name: erase_submission_values
+-- Drop a submission's values (keeping the receipt, idempotency key and payload hash).
+UPDATE submissions
+   SET "values" = NULL, meta = jsonb_build_object('origin', meta -> 'origin'),
+       erased_at = %(now)s, erase_reason = %(erase_reason)s
+ WHERE id = %(id)s
+
+-- name: erase_delivery_snapshots
+-- End the submission's unsent deliveries as skipped, and scrub values from every snapshot.
+UPDATE deliveries
+   SET status = CASE WHEN status IN ('pending', 'failed') THEN 'skipped' ELSE status END,
+       reason = CASE WHEN status IN ('pending', 'failed') THEN 'values_erased' ELSE reason END,
+       held = CASE WHEN status IN ('pending', 'failed') THEN false ELSE held END,
+       payload = payload || jsonb_build_object(
+           'values', NULL, 'attachments', '{}'::jsonb,
+           'meta', jsonb_build_object('origin', payload -> 'meta' -> 'origin')),
+       template = CASE WHEN template IS NULL THEN NULL
+                       ELSE template || '{"field_order": []}'::jsonb END,
+       updated_at = %(now)s
+ WHERE submission_id = %(id)s
+RETURNING id, status
+
+-- name: erase_attachments
+-- Forget a submission's attachments and mark their stored objects for deletion.
+WITH gone AS (
+    DELETE FROM attachments WHERE submission_id = %(id)s RETURNING storage_key
+)
+UPDATE stored_objects SET delete_after = %(now)s
+ WHERE submission_id = %(id)s AND deleted_at IS NULL
+RETURNING storage_key
+
+-- name: mark_object_deleted
+-- A stored object whose bytes are gone.
+UPDATE stored_objects SET deleted_at = %(now)s, last_error = NULL
+ WHERE storage_key = %(storage_key)s
+
+-- name: mark_object_delete_failed
+-- A deletion that failed; the retention tick retries it.
+UPDATE stored_objects
+   SET delete_attempts = delete_attempts + 1, last_error = left(%(error)s, 500)
+ WHERE storage_key = %(storage_key)s
+
+-- name: get_attachment
+-- One attachment of a submission, with what decides whether it may still be read.
+SELECT a.id, a.name, a.content_type, a.size, a.storage_key, s.erased_at, s.erase_at
+  FROM attachments a
+  JOIN submissions s ON s.id = a.submission_id
+ WHERE a.id = %(attachment_id)s AND a.submission_id = %(id)s
+   AND s.organization_id = %(organization_id)s
+
+-- name: form_exists
+-- Whether the organization has this form (deleted ones included: their data stays).
+SELECT 1 FROM forms WHERE id = %(form_id)s AND organization_id = %(organization_id)s
+
+-- name: export_fields
+-- Every field name seen in the form's readable submissions, in first-seen order.
+SELECT key
+  FROM submissions s, jsonb_object_keys(s."values") WITH ORDINALITY AS k(key, n)
+ WHERE s.form_id = %(form_id)s AND s.organization_id = %(organization_id)s
+   AND s."values" IS NOT NULL AND (s.erase_at IS NULL OR s.erase_at > %(now)s)
+ GROUP BY key
+ ORDER BY min(s.received_at), min(k.n)
+
+-- name: export_rows
+-- The form's submissions for the CSV export, oldest first (values only while readable).
+SELECT id, status, reason, flags, received_at,
+       CASE WHEN erase_at IS NULL OR erase_at > %(now)s THEN "values" END AS "values"
+  FROM submissions
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+ ORDER BY received_at, id

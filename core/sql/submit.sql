@@ -1,0 +1,126 @@
+-- name: resolve_form
+-- The live form a public submit names, with what the submit path needs in one round trip:
+-- its organization's plan and month usage, the latest schema, the matching live immediate
+-- routes with their destinations, and how many submissions this client sent in the window.
+SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
+       f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
+       f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, o.plan,
+       s.version AS schema_version, s.schema,
+       coalesce((SELECT u.submissions FROM usage_counters u
+                  WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
+           AS month_submissions,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM submissions c
+             WHERE c.form_id = f.id AND c.client_hash = %(client_hash)s
+               AND c.received_at > %(now)s - make_interval(secs => f.rate_limit_per_seconds)
+             LIMIT f.rate_limit_max) recent) AS recent_from_client,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                            'route_id', r.id, 'destination_id', d.id, 'channel', d.type,
+                            'config', d.config, 'include_statuses', r.include_statuses,
+                            'template', r.template) ORDER BY r.id)
+                   FROM routes r
+                   JOIN destinations d
+                     ON d.id = r.destination_id AND d.organization_id = r.organization_id
+                  WHERE r.form_id = f.id AND r.enabled AND r.deleted_at IS NULL
+                    AND r.mode = 'immediate' AND d.deleted_at IS NULL), '[]'::jsonb) AS routes
+  FROM forms f
+  JOIN organizations o ON o.id = f.organization_id
+  LEFT JOIN LATERAL (SELECT version, schema FROM form_schemas
+                      WHERE form_id = f.id ORDER BY version DESC LIMIT 1) s ON true
+ WHERE f.id = %(form_id)s AND f.deleted_at IS NULL
+
+-- name: find_previous_submission
+-- The submission an idempotency key (or, without one, the same client and payload within
+-- the last 60 seconds) already produced, if any.
+SELECT id, payload_hash
+  FROM submissions
+ WHERE form_id = %(form_id)s
+   AND (idempotency_key = %(idempotency_key)s::text
+        OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
+            AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
+            AND received_at > %(now)s - interval '60 seconds'))
+ ORDER BY received_at DESC
+ LIMIT 1
+
+-- name: lock_double_submit
+-- Serialise identical key-less submits of one client to one form until commit, so the
+-- 60-second double-submit check below sees the winner's row.
+SELECT pg_advisory_xact_lock(%(lock_key)s)
+
+-- name: insert_submission
+-- The submit transaction in one statement: unless the idempotency key (or, without one,
+-- the same client and payload within 60 s) already produced a submission, insert it with
+-- its attachments, one delivery per live matching route (with the snapshot), its events
+-- and the monthly usage count. Returns the new submission, or the previous one.
+WITH existing AS (
+    SELECT id, payload_hash
+      FROM submissions
+     WHERE form_id = %(form_id)s
+       -- Two index-friendly arms (the unique key; the client's recent rows), not a CASE.
+       AND (idempotency_key = %(idempotency_key)s::text
+            OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
+                AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
+                AND received_at > %(now)s - interval '60 seconds'))
+     ORDER BY received_at DESC
+     LIMIT 1
+), submission AS (
+    INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values", meta,
+                             idempotency_key, payload_hash, client_hash, schema_version,
+                             received_at, erase_at)
+    SELECT %(id)s, %(organization_id)s, %(form_id)s, %(status)s, %(reason)s, %(flags)s,
+           %(values)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s, %(client_hash)s,
+           %(schema_version)s, %(now)s,
+           %(now)s + make_interval(days => %(retention_days)s::int)
+     WHERE NOT EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (form_id, idempotency_key) DO NOTHING
+    RETURNING id
+), attachment AS (
+    INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
+                             size, sha256, storage_key)
+    SELECT a.id, %(organization_id)s, s.id, a.field, a.name, a.content_type, a.size,
+           decode(a.sha256, 'hex'), a.storage_key
+      FROM submission s,
+           jsonb_to_recordset(%(attachments)s::jsonb) AS a(id text, field text, name text,
+               content_type text, size bigint, sha256 text, storage_key text)
+), delivery AS (
+    INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
+                            channel, held, max_attempts, next_attempt_at, payload, target,
+                            template, secret_version)
+    SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type, %(held)s,
+           p.max_attempts, %(now)s, %(payload)s, p.target, p.template,
+           (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
+      FROM submission s
+     CROSS JOIN jsonb_to_recordset(%(deliveries)s::jsonb)
+           AS p(id text, route_id text, max_attempts integer, target jsonb, template jsonb)
+      JOIN routes r ON r.id = p.route_id AND r.enabled AND r.deleted_at IS NULL
+      JOIN destinations d
+        ON d.id = r.destination_id AND d.organization_id = r.organization_id
+       AND d.deleted_at IS NULL
+    RETURNING id
+), event AS (
+    INSERT INTO events (organization_id, type, subject_id, data)
+    SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
+      FROM submission s,
+           jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(item, n)
+     ORDER BY e.n
+), usage AS (
+    INSERT INTO usage_counters (organization_id, month, submissions)
+    SELECT %(organization_id)s, %(month)s, 1 FROM submission WHERE %(counted)s
+    ON CONFLICT (organization_id, month)
+    DO UPDATE SET submissions = usage_counters.submissions + 1
+)
+SELECT s.id, true AS created, NULL::bytea AS payload_hash,
+       (SELECT count(*) FROM delivery) AS deliveries
+  FROM submission s
+UNION ALL
+SELECT e.id, false, e.payload_hash, 0 FROM existing e
+
+-- name: insert_stored_objects
+-- Record storage keys before their bytes are written, so an orphan can always be found.
+INSERT INTO stored_objects (storage_key, organization_id, submission_id, created_at)
+SELECT key, %(organization_id)s, %(submission_id)s, %(now)s
+  FROM unnest(%(storage_keys)s::text[]) AS key
+
+-- name: notify_deliveries
+-- Wake the delivery worker (an accelerator: the worker also polls).
+SELECT pg_notify('postbag_deliveries', '')

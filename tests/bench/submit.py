@@ -1,0 +1,370 @@
+"""Benchmark of `POST /s/{form}` against pgbench doing the same transaction.
+
+Starts the local runner (`postbag dev`) against a fresh database, drives `POST /s/{form}`
+(urlencoded, 8 fields, a form with 2 webhook routes) from a separate process at several
+concurrencies for a fixed duration, and in the same run drives `pgbench` with a script
+doing the same SQL transaction (insert a submission, two deliveries, one event) at the
+same concurrencies. Prints requests/s, p50/p99 latency, the Postbag/pgbench ratio and the
+runner's peak RSS; then loads 1,000,000 submissions and measures Postbag again.
+
+    .venv/bin/python tests/bench/submit.py \\
+        --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10
+
+Not a test: speed is reported as ratios against a reference run on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "bench-secret-key-0123456789abcdef0123456789"
+
+
+def _url(admin_url: str, dbname: str) -> str:
+    params = conninfo_to_dict(admin_url)
+    params["dbname"] = dbname
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- the load generator (a separate process) ----------------------------------------------
+
+
+async def _drive(port: int, path: str, concurrency: int, duration: float) -> list[float]:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + duration
+    run = uuid.uuid4().hex[:8]  # identical payloads within 60 s would be one submission
+
+    async def worker(n: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        counter = 0
+        while time.perf_counter() < deadline:
+            counter += 1
+            body = (
+                f"name=Ada+Lovelace&email=ada{n}%40example.com&company=Analytical+Engines"
+                f"&phone=%2B44+20+7946+0000&subject=Hello&message=Worker+{n}+request+{counter}+of+{run}"
+                f"&consent=yes&source=bench"
+            ).encode()
+            request = (
+                f"POST {path} HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n"
+                f"X-Forwarded-For: 10.{n % 256}.{counter // 256 % 256}.{counter % 256}\r\n"
+                f"Content-Type: application/x-www-form-urlencoded\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode() + body
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            if not head.startswith(b"HTTP/1.1 201"):
+                raise RuntimeError(head.decode(errors="replace"))
+            latencies.append(time.perf_counter() - started)
+        writer.close()
+
+    await asyncio.gather(*(worker(n) for n in range(concurrency)))
+    return latencies
+
+
+def _drive_process(
+    port: int, path: str, concurrency: int, duration: float, out: Connection
+) -> None:
+    out.send(asyncio.run(_drive(port, path, concurrency, duration)))
+
+
+def drive(port: int, path: str, concurrency: int, duration: float) -> dict[str, float]:
+    """Drive the runner from another process; requests/s and latency percentiles."""
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    process = multiprocessing.Process(
+        target=_drive_process, args=(port, path, concurrency, duration, sender)
+    )
+    process.start()
+    latencies: list[float] = receiver.recv()
+    process.join()
+    return {
+        "rps": len(latencies) / duration,
+        "p50_ms": _percentile(latencies, 0.50) * 1000,
+        "p99_ms": _percentile(latencies, 0.99) * 1000,
+    }
+
+
+# --- pgbench ----------------------------------------------------------------------------------
+
+PGBENCH_SCRIPT = """\
+\\set n random(1, 2000000000)
+BEGIN;
+INSERT INTO submissions (id, organization_id, form_id, status, flags, "values", meta,
+    payload_hash, client_hash, received_at, erase_at)
+VALUES ('sub_pgb' || :client_id || '_' || :n || '_' || txid_current(), '{org}', '{form}',
+    'accepted', '{{}}',
+    '{{"name": "Ada Lovelace", "email": "ada@example.com", "company": "Analytical Engines",
+      "phone": "+44 20 7946 0000", "subject": "Hello", "message": "Worker request",
+      "consent": "yes", "source": "bench"}}',
+    '{{"origin": null}}', '\\\\x00', '\\\\x01', now(), now() + interval '90 days');
+INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
+    channel, max_attempts, payload, target, template, secret_version)
+VALUES ('dlv_pgb1_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
+    'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
+    '{route1}', '{dst1}', 'webhook', 10,
+    '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
+    '{{"url": "https://hooks.example.com/a"}}', NULL, 1);
+INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
+    channel, max_attempts, payload, target, template, secret_version)
+VALUES ('dlv_pgb2_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
+    'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
+    '{route2}', '{dst2}', 'webhook', 10,
+    '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
+    '{{"url": "https://hooks.example.com/b"}}', NULL, 1);
+INSERT INTO events (organization_id, type, subject_id, data)
+VALUES ('{org}', 'submission.received',
+    'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(), '{{"status": "accepted"}}');
+COMMIT;
+"""
+
+
+def pgbench(
+    url: str, script: Path, concurrency: int, duration: int, logdir: Path
+) -> dict[str, float]:
+    """Run pgbench with the custom script; transactions/s and latency percentiles."""
+    shutil.rmtree(logdir, ignore_errors=True)
+    logdir.mkdir(parents=True)
+    params = conninfo_to_dict(url)
+    command = [
+        "pgbench",
+        "-n",
+        "-f",
+        str(script),
+        "-c",
+        str(concurrency),
+        "-j",
+        str(min(concurrency, 2)),
+        "-T",
+        str(duration),
+        "-l",
+        "--log-prefix",
+        str(logdir / "pgbench"),
+        "-h",
+        str(params.get("host", "127.0.0.1")),
+        "-p",
+        str(params.get("port", 5432)),
+        "-U",
+        str(params.get("user", "postgres")),
+        str(params["dbname"]),
+    ]
+    for attempt in range(3):
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            break
+        # Typically "too many clients" when the server is shared; wait and try again.
+        print(f"pgbench -c {concurrency} failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
+        time.sleep(5 * (attempt + 1))
+    else:
+        return {"rps": float("nan"), "p50_ms": float("nan"), "p99_ms": float("nan")}
+    output = done.stdout
+    latencies: list[float] = []
+    for log in logdir.glob("pgbench*"):
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                latencies.append(int(parts[2]) / 1e6)
+    tps = next(
+        float(line.split("=")[1].split()[0])
+        for line in output.splitlines()
+        if line.startswith("tps")
+    )
+    return {
+        "rps": tps,
+        "p50_ms": _percentile(latencies, 0.50) * 1000,
+        "p99_ms": _percentile(latencies, 0.99) * 1000,
+    }
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+def setup(url: str) -> dict[str, str]:
+    """The organization, form and two webhook routes the benchmark posts to."""
+    ids = {
+        "org": "org_bench" + uuid.uuid4().hex[:12],
+        "form": "frm_bench" + uuid.uuid4().hex[:12],
+        "dst1": "dst_bench1" + uuid.uuid4().hex[:12],
+        "dst2": "dst_bench2" + uuid.uuid4().hex[:12],
+        "route1": "rte_bench1" + uuid.uuid4().hex[:12],
+        "route2": "rte_bench2" + uuid.uuid4().hex[:12],
+    }
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO organizations (id, name, plan) VALUES (%(org)s, 'Bench', 'self_hosted')",
+            ids,
+        )
+        conn.execute(
+            "INSERT INTO forms (id, organization_id, name) VALUES (%(form)s, %(org)s, 'Bench')",
+            ids,
+        )
+        for n in (1, 2):
+            conn.execute(
+                "INSERT INTO destinations (id, organization_id, type, name, config) "
+                f"VALUES (%(dst{n})s, %(org)s, 'webhook', 'Hook', "
+                f'\'{{"url": "https://hooks.example.com/{n}"}}\')',
+                ids,
+            )
+            conn.execute(
+                "INSERT INTO destination_secrets "
+                "(organization_id, destination_id, version, secret) "
+                f"VALUES (%(org)s, %(dst{n})s, 1, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')",
+                ids,
+            )
+            conn.execute(
+                "INSERT INTO routes (id, organization_id, form_id, destination_id) "
+                f"VALUES (%(route{n})s, %(org)s, %(form)s, %(dst{n})s)",
+                ids,
+            )
+    return ids
+
+
+def load_million(url: str, ids: dict[str, str]) -> float:
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            'INSERT INTO submissions (id, organization_id, form_id, status, "values", '
+            "payload_hash, client_hash, received_at, erase_at) "
+            "SELECT 'sub_old' || g, %(org)s, %(form)s, 'accepted', "
+            '\'{"name": "Old", "email": "old@example.com"}\', \'\\x00\', '
+            "decode(md5(g::text), 'hex'), now() - g * interval '2 seconds', "
+            "now() + interval '90 days' FROM generate_series(1, 1000000) g",
+            ids,
+        )
+        conn.execute("VACUUM ANALYZE submissions")
+    return time.perf_counter() - started
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--admin-url",
+        default=os.environ.get(
+            "POSTBAG_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+    )
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--skip-million", action="store_true")
+    parser.add_argument("--pool-max", type=int, default=10, help="POSTBAG_DB_POOL_MAX")
+    args = parser.parse_args()
+
+    dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    url = _url(args.admin_url, dbname)
+    workdir = Path(tempfile.mkdtemp(prefix="postbag-bench-"))
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
+    env.update(
+        POSTBAG_DATABASE_URL=url,
+        POSTBAG_SECRET_KEY=SECRET,
+        POSTBAG_LOG_LEVEL="WARNING",
+        POSTBAG_DB_POOL_MAX=str(args.pool_max),
+        # Each request comes "through a proxy" from its own client address, so the default
+        # rate limit (10 per 10 minutes per client) applies as in production.
+        POSTBAG_TRUSTED_PROXIES='["127.0.0.1/32"]',
+        POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
+    )
+    runner = subprocess.Popen(
+        [str(Path(sys.executable).parent / "postbag"), "dev", "--port", str(port)],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        ids = setup(url)
+        path = f"/s/{ids['form']}"
+        drive(port, path, 4, 2)  # warm-up: pool, caches
+        script = workdir / "submit.pgbench"
+        script.write_text(PGBENCH_SCRIPT.format(**ids))
+        results = []
+        for concurrency in args.concurrency:
+            ours = drive(port, path, concurrency, args.duration)
+            reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
+            results.append((concurrency, ours, reference))
+        print(f"cpus: {os.cpu_count()}, duration per run: {args.duration} s")
+        print(
+            f"{'conc':>4} | {'postbag req/s':>13} {'p50 ms':>7} {'p99 ms':>7} | "
+            f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}"
+        )
+        for concurrency, ours, reference in results:
+            print(
+                f"{concurrency:>4} | {ours['rps']:>13.0f} {ours['p50_ms']:>7.2f} "
+                f"{ours['p99_ms']:>7.2f} | {reference['rps']:>12.0f} "
+                f"{reference['p50_ms']:>7.2f} {reference['p99_ms']:>7.2f} | "
+                f"{ours['rps'] / reference['rps']:>5.2f}"
+            )
+        if not args.skip_million:
+            empty = next((r[1] for r in results if r[0] == 16), results[0][1])
+            seconds = load_million(url, ids)
+            loaded = drive(port, path, 16, args.duration)
+            print(
+                f"with 1,000,000 existing submissions (loaded in {seconds:.0f} s), "
+                f"concurrency 16: {loaded['rps']:.0f} req/s, p50 {loaded['p50_ms']:.2f} ms, "
+                f"p99 {loaded['p99_ms']:.2f} ms; {loaded['rps'] / empty['rps']:.2f} x the "
+                "empty-table figure"
+            )
+        print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
+    finally:
+        runner.send_signal(signal.SIGINT)
+        try:
+            runner.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            runner.kill()
+        with psycopg.connect(args.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
