@@ -22,7 +22,7 @@ from core import outbox
 from core.adapters import ADAPTERS
 from core.adapters.base import DeliveryContext, Result
 from core.alerts import raise_alert
-from core.backoff import next_attempt_at
+from core.backoff import MAX_DELAY, next_attempt_at
 from core.logs import log
 from core.outbox import Attempt, Claim
 from core.services import Services
@@ -198,9 +198,11 @@ class Deliverer:
             )
             failing.setdefault(destination, claim.destination_health == "failing")
         async with gate:
+            probe = False
             if destination is not None and failing[destination]:
                 if not await self._take_probe(claim, state, destination, failing):
                     return
+                probe = failing[destination]
             adapter = ADAPTERS[claim.channel]
             ctx = DeliveryContext(
                 delivery_id=claim.id,
@@ -215,7 +217,7 @@ class Deliverer:
                 started_at, started = state.now(), time.monotonic()
                 result = await adapter.deliver(claim.target, claim.payload, ctx)
                 duration_ms = round((time.monotonic() - started) * 1000)
-            await self._record(claim, result, state, started_at, duration_ms, failing)
+            await self._record(claim, result, state, started_at, duration_ms, failing, probe)
 
     async def _take_probe(
         self, claim: Claim, state: _Pass, destination: str, failing: dict[str, bool]
@@ -225,17 +227,19 @@ class Deliverer:
             if await outbox.take_probe(conn, destination, now=state.now()) is not None:
                 state.stats["probes"] += 1
                 return True
-            is_failing, until = await outbox.probe_window_end(conn, destination)
+            is_failing, _ = await outbox.probe_window_end(conn, destination)
             if not is_failing:
                 # Restored meanwhile (another worker's probe succeeded): send normally.
                 failing[destination] = False
                 return True
+            # Parked: the probe's success releases it at once; if no probe ever succeeds it
+            # comes back after the longest backoff, like any retry.
             await outbox.release(
                 conn,
                 claim,
                 now=state.now(),
                 throttled=True,
-                next_attempt_at=until,
+                next_attempt_at=state.now() + timedelta(seconds=MAX_DELAY),
                 detail="destination_failing",
             )
         state.stats["throttled"] += 1
@@ -249,8 +253,24 @@ class Deliverer:
         started_at: datetime,
         duration_ms: int,
         failing: dict[str, bool],
+        probe: bool,
     ) -> None:
         now = state.now()
+        destination = claim.destination_id
+        counts = (
+            destination is not None
+            and not result.ok
+            and result.skip_reason is None
+            and result.error_class not in _NOT_THE_DESTINATION
+        )
+        window_end: datetime | None = None
+        if counts:
+            assert destination is not None
+            async with self.services.db.connection() as conn:
+                is_failing, window_end = await outbox.destination_failed(
+                    conn, destination, now=now, probe=probe
+                )
+            failing[destination] = is_failing
         attempts = claim.attempts + 1
         due: datetime | None = None
         reason: str | None = None
@@ -264,11 +284,14 @@ class Deliverer:
         elif result.retryable and attempts < claim.max_attempts:
             status = "failed"
             due = next_attempt_at(now, attempts, result.retry_after, rng=self._rng)
+            if probe and window_end is not None:
+                # A failed probe is the next one: due when the new window ends.
+                due = max(due, window_end)
         elif result.retryable:
             status, reason = "dead", "attempts_exhausted"
         else:
             status, reason = "dead", result.summary
-        detail = result.summary if reason is None or reason == "attempts_exhausted" else reason
+        detail = result.summary if reason is None else reason
         if reason == "attempts_exhausted":
             detail = f"attempts_exhausted (last: {result.summary})"
         async with self.services.db.transaction() as conn:
@@ -284,6 +307,9 @@ class Deliverer:
             )
             if won and status in ("sent", "dead"):
                 await self._announce(conn, claim, status, reason, attempts, now)
+            if won and status == "dead" and probe and window_end is not None:
+                assert destination is not None
+                await outbox.promote_parked(conn, destination, at=window_end, now=now)
         ids = {**claim.log_ids, "detail": {"status": status, "result": result.summary}}
         if not won:
             state.stats["fenced"] += 1
@@ -291,16 +317,11 @@ class Deliverer:
             return
         state.stats[status] += 1
         log.info("delivery attempt", extra=ids)
-        if claim.destination_id is None or result.skip_reason is not None:
-            return
-        async with self.services.db.connection() as conn:
-            if result.ok:
-                released = await outbox.destination_succeeded(conn, claim.destination_id, now=now)
-                failing[claim.destination_id] = False
-                state.stats["unthrottled"] += released
-            elif result.error_class not in _NOT_THE_DESTINATION:
-                is_failing, _ = await outbox.destination_failed(conn, claim.destination_id, now=now)
-                failing[claim.destination_id] = is_failing
+        if destination is not None and result.ok:
+            async with self.services.db.connection() as conn:
+                released = await outbox.destination_succeeded(conn, destination, now=now)
+            failing[destination] = False
+            state.stats["unthrottled"] += released
 
     async def _announce(
         self,

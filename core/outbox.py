@@ -187,7 +187,7 @@ async def release(
             "claim_token": claim.claim_token,
             "held": held,
             "throttled": throttled,
-            "next_attempt_at": next_attempt_at or now,
+            "next_attempt_at": next_attempt_at,
             "detail": detail,
             "now": now,
         },
@@ -229,16 +229,26 @@ _STORM = {"threshold": STORM_THRESHOLD, "base": BASE_DELAY, "cap": MAX_DELAY}
 
 
 async def destination_failed(
-    conn: Conn, destination_id: str, *, now: datetime
+    conn: Conn, destination_id: str, *, now: datetime, probe: bool
 ) -> tuple[bool, datetime | None]:
-    """Count a failure; returns (failing, end of the probe window)."""
+    """Count a failure (of a healthy destination, or of a probe); returns (failing, window end).
+
+    The failure of a send already in flight when the destination turned failing is not
+    counted: it returns (True, None).
+    """
     cur = await conn.execute(
-        queries["destination_failed"], {"id": destination_id, "now": now, **_STORM}
+        queries["destination_failed"],
+        {"id": destination_id, "now": now, "probe": probe, **_STORM},
     )
     row = await cur.fetchone()
     if row is None:
-        return False, None
+        return True, None
     return row["health"] == "failing", row["probe_after"]
+
+
+async def promote_parked(conn: Conn, destination_id: str, *, at: datetime, now: datetime) -> None:
+    """Make one parked delivery of a failing destination due at `at` (the next probe)."""
+    await conn.execute(queries["promote_parked"], {"id": destination_id, "at": at, "now": now})
 
 
 async def destination_succeeded(conn: Conn, destination_id: str, *, now: datetime) -> int:

@@ -59,6 +59,7 @@ def receiver(respond: Callable[[Request], Answer] | None = None) -> Iterator[Pee
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def log_message(self, *_args: Any) -> None:
             pass
@@ -85,7 +86,10 @@ def receiver(respond: Callable[[Request], Answer] | None = None) -> Iterator[Pee
         do_POST = _serve
         do_GET = _serve
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 512
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     peer.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -1,7 +1,8 @@
 -- name: claim_due
 -- Claim due deliveries (and expired leases) into `sending`, round-robin across organizations.
 -- Each organization with due rows is visited once (a skip scan over deliveries_org_due_idx,
--- at most %(max_orgs)s of them) and gives limit / organizations candidates (rounded up);
+-- at most %(max_orgs)s of them) and gives at most 4 x limit / organizations candidates, so
+-- a batch fills up whatever the skew while the candidates stay O(limit + organizations);
 -- candidates are taken by turn (every organization's first, then every second…), so a
 -- backlog cannot crowd out another tenant's single delivery.
 WITH RECURSIVE orgs AS (
@@ -27,7 +28,8 @@ due AS (
            AND d.status IN ('pending', 'failed') AND NOT d.held
            AND d.next_attempt_at <= %(now)s
          ORDER BY d.next_attempt_at
-         LIMIT (SELECT ceil(%(limit)s::numeric / greatest(count(*), 1)) FROM org_list)) c
+         LIMIT (SELECT least(%(limit)s, ceil(4 * %(limit)s::numeric / greatest(count(*), 1)))
+                  FROM org_list)) c
 ),
 expired AS (
     SELECT id, organization_id, claimed_until AS due_at FROM deliveries
@@ -122,19 +124,28 @@ UPDATE deliveries d
 RETURNING d.id
 
 -- name: destination_failed
--- Count a failed send against its destination; at the threshold it is `failing` and the
--- next probe waits one window (30 s doubling per further failure, at most 6 h).
+-- Count a failed send against a healthy destination, or a failed probe of a failing one
+-- (failures of sends already in flight when it turned failing are not counted again). At
+-- the threshold it is `failing`, and the next probe waits a window: 30 s, doubling with
+-- each failed probe, at most 6 h. Returns nothing for an uncounted failure.
 UPDATE destinations
    SET consecutive_failures = consecutive_failures + 1,
        health = CASE WHEN consecutive_failures + 1 >= %(threshold)s THEN 'failing'
                      ELSE health END,
        probe_after = CASE WHEN consecutive_failures + 1 >= %(threshold)s
-           THEN greatest(coalesce(probe_after, %(now)s), %(now)s + make_interval(secs =>
-                least(power(2, greatest(consecutive_failures + 1 - %(threshold)s, 0))
-                      * %(base)s, %(cap)s)))
+           THEN %(now)s + make_interval(secs =>
+                least(power(2, consecutive_failures + 1 - %(threshold)s) * %(base)s, %(cap)s))
            ELSE probe_after END
- WHERE id = %(id)s
+ WHERE id = %(id)s AND (health = 'healthy' OR %(probe)s)
 RETURNING health, probe_after
+
+-- name: promote_parked
+-- Make one parked delivery the next probe of a failing destination, due when the window ends.
+UPDATE deliveries
+   SET next_attempt_at = %(at)s, updated_at = %(now)s
+ WHERE id = (SELECT id FROM deliveries
+              WHERE destination_id = %(id)s AND throttled AND status IN ('pending', 'failed')
+              ORDER BY next_attempt_at, id LIMIT 1)
 
 -- name: destination_succeeded
 -- A success restores a destination; returns a row only when it was not already healthy.
