@@ -37,3 +37,27 @@ class InvalidInput(PostbagError):
     def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
+
+
+class DeliveryInProgress(PostbagError):
+    """Retry by hand was asked for a delivery being sent under a live lease."""
+
+
+class DeliveryNotRetryable(PostbagError):
+    """Retry by hand was asked for a delivery that is pending or already sent."""
+
+
+class ValuesErased(PostbagError):
+    """The submission's values were erased on request, so it can no longer be delivered."""
+
+
+class ValuesExpired(PostbagError):
+    """The submission's retention has passed, so it can no longer be delivered."""
+
+
+class DestinationPaused(PostbagError):
+    """The destination is paused (disabled), so nothing is sent to it."""
+
+
+class DestinationRemoved(PostbagError):
+    """The destination was deleted, so nothing is sent to it."""

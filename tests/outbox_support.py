@@ -181,3 +181,11 @@ def with_settings(services: Services, **overrides: Any) -> Services:
     """The same pool under other settings (email provider, private targets…)."""
     settings = Settings(**{**services.settings.model_dump(), **overrides})
     return replace(services, settings=settings)
+
+
+async def api_key(conn: Conn, tenant: Tenant) -> str:
+    """A live API key of the tenant's organization."""
+    from core.organizations import create_api_key
+    from core.scope import OrgScope
+
+    return (await create_api_key(conn, OrgScope(tenant.org), name="test")).secret

@@ -7,10 +7,11 @@ from fastapi import APIRouter, FastAPI
 from core import __version__
 from core.http import health
 from core.http.problems import install_problem_handlers
+from core.http.v1 import alerts, deliveries
 from core.services import Services
 
 # Each resource's router; a new resource adds its router here.
-V1_ROUTERS: list[APIRouter] = []
+V1_ROUTERS: list[APIRouter] = [deliveries.router, alerts.router]
 
 
 def create_api_app(services: Services) -> FastAPI:

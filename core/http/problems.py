@@ -9,7 +9,19 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from core.errors import InvalidInput, NotFound, PostbagError, Unauthenticated, Unavailable
+from core.errors import (
+    DeliveryInProgress,
+    DeliveryNotRetryable,
+    DestinationPaused,
+    DestinationRemoved,
+    InvalidInput,
+    NotFound,
+    PostbagError,
+    Unauthenticated,
+    Unavailable,
+    ValuesErased,
+    ValuesExpired,
+)
 from core.logs import log
 
 PROBLEM_TYPE = "application/problem+json"
@@ -20,6 +32,12 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     InvalidInput: (422, "invalid_input"),
     Unavailable: (503, "unavailable"),
+    DeliveryInProgress: (409, "delivery_in_progress"),
+    DeliveryNotRetryable: (409, "delivery_not_retryable"),
+    ValuesErased: (409, "values_erased"),
+    ValuesExpired: (409, "values_expired"),
+    DestinationPaused: (409, "destination_paused"),
+    DestinationRemoved: (409, "destination_removed"),
 }
 
 
