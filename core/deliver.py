@@ -63,6 +63,17 @@ def shared_client() -> httpx.AsyncClient:
     return client
 
 
+async def close_shared_client() -> None:
+    """Close the running loop's client (end of a Lambda invocation, CLI pass, shutdown)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+        # A transport closes its socket one loop iteration later: let that happen before a
+        # caller stops the loop (the Lambda handler's invocation, `asyncio.run`).
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+
 def skip_reason(claim: Claim, now: datetime) -> str | None:
     """The live check before a send: why this delivery must not go out, if it must not."""
     if claim.submission_id is not None:
@@ -108,16 +119,34 @@ class Deliverer:
 
     async def run_pass(self, *, now: datetime, budget: float) -> dict[str, Any]:
         """Drain due deliveries for at most `budget` seconds; return what happened."""
-        opts = self.options
         state = _Pass(now, time.monotonic())
         deadline = state.started_mono + budget
         async with self.services.db.connection() as conn:
             state.stats["released"] = await outbox.release_held(conn, now=now)
         http = self._http or shared_client()
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            await self._drain(state, deadline, http, tasks)
+        finally:
+            # Cancelled (a shutdown): the sends in flight stop too; their claims expire and
+            # another pass takes them.
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        return dict(state.stats)
+
+    async def _drain(
+        self,
+        state: _Pass,
+        deadline: float,
+        http: httpx.AsyncClient,
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
+        opts = self.options
         sends = asyncio.Semaphore(opts.concurrency)
         per_destination: dict[str, asyncio.Semaphore] = {}
         failing: dict[str, bool] = {}
-        tasks: set[asyncio.Task[None]] = set()
         window = opts.concurrency * 2
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
@@ -148,7 +177,6 @@ class Deliverer:
                 task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
-        return dict(state.stats)
 
     async def _handle(
         self,

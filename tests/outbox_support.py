@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from core.db import Conn
+from core.deliver import close_shared_client
 from core.ids import new_id
 from core.services import Services
 from core.settings import Settings
@@ -15,6 +19,13 @@ from core.settings import Settings
 WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TELEGRAM_TOKEN = "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789"
 SUBMITTED_AT = "2026-10-13T09:30:00.000Z"
+
+
+@pytest.fixture(autouse=True)
+async def close_http() -> AsyncIterator[None]:
+    """Close the process's shared HTTP client after each test (import this in a module)."""
+    yield
+    await close_shared_client()
 
 
 @dataclass(frozen=True, slots=True)

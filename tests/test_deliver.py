@@ -17,6 +17,7 @@ from core.services import Services, utcnow
 from tests.outbox_support import (
     WHSEC,
     attempts,
+    close_http,  # noqa: F401
     delivery,
     make_delivery,
     make_destination,

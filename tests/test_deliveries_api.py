@@ -13,6 +13,7 @@ from core.services import Services, utcnow
 from tests.outbox_support import (
     Tenant,
     api_key,
+    close_http,  # noqa: F401
     delivery,
     make_delivery,
     make_destination,
@@ -92,7 +93,8 @@ async def test_deliveries_api__pagination(services: Services, conn: Conn) -> Non
     ("change", "code"),
     [
         (
-            "UPDATE submissions SET erased_at = now(), \"values\" = NULL, erase_reason = 'requested'",
+            'UPDATE submissions SET erased_at = now(), "values" = NULL,'
+            " erase_reason = 'requested'",
             "values_erased",
         ),
         (

@@ -10,6 +10,7 @@ from core.deliver import Deliverer, WorkerOptions
 from core.services import Services, utcnow
 from tests.outbox_support import (
     attempts,
+    close_http,  # noqa: F401
     delivery,
     make_delivery,
     make_destination,

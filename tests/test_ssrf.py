@@ -8,6 +8,7 @@ from core.deliver import Deliverer, WorkerOptions
 from core.services import Services, utcnow
 from core.ssrf import PinnedTarget, ResolutionFailed, TargetRefused, pin, refused
 from tests.outbox_support import (
+    close_http,  # noqa: F401
     delivery,
     make_delivery,
     make_destination,
