@@ -292,13 +292,9 @@ class Deliverer:
             and result.error_class not in _NOT_THE_DESTINATION
         )
         window_end: datetime | None = None
-        if counts:
-            assert destination is not None
-            async with self.services.db.connection() as conn:
-                is_failing, window_end = await outbox.destination_failed(
-                    conn, destination, now=now, probe=probe
-                )
-            failing[destination] = is_failing
+        if counts and probe:
+            # A failed probe opens the next window first: the probe is due when it ends.
+            window_end = await self._count_failure(destination, now, probe, failing)
         attempts = claim.attempts + 1
         due: datetime | None = None
         reason: str | None = None
@@ -345,11 +341,25 @@ class Deliverer:
             return
         state.stats[status] += 1
         log.info("delivery attempt", extra=ids)
+        if counts and not probe:
+            # Counted only once the outcome is ours: a fenced late answer changes nothing.
+            await self._count_failure(destination, now, probe, failing)
         if destination is not None and result.ok:
             async with self.services.db.connection() as conn:
                 released = await outbox.destination_succeeded(conn, destination, now=now)
             failing[destination] = False
             state.stats["unthrottled"] += released
+
+    async def _count_failure(
+        self, destination: str | None, now: datetime, probe: bool, failing: dict[str, bool]
+    ) -> datetime | None:
+        assert destination is not None
+        async with self.services.db.connection() as conn:
+            is_failing, window_end = await outbox.destination_failed(
+                conn, destination, now=now, probe=probe
+            )
+        failing[destination] = is_failing
+        return window_end
 
     async def _announce(
         self,
