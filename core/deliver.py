@@ -57,7 +57,7 @@ def shared_client() -> httpx.AsyncClient:
             del _clients[old]
         client = httpx.AsyncClient(
             follow_redirects=False,
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=128),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
         _clients[loop] = client
     return client
@@ -94,6 +94,8 @@ class _Pass:
     started_now: datetime
     started_mono: float
     stats: Counter[str] = field(default_factory=Counter)
+    # Destinations that may have a failure count to reset on the next success.
+    dirty: dict[str, bool] = field(default_factory=dict)
 
     def now(self) -> datetime:
         return self.started_now + timedelta(seconds=time.monotonic() - self.started_mono)
@@ -225,6 +227,10 @@ class Deliverer:
                 destination, asyncio.Semaphore(self.options.per_destination)
             )
             failing.setdefault(destination, claim.destination_health == "failing")
+            state.dirty.setdefault(
+                destination,
+                claim.destination_health != "healthy" or bool(claim.destination_failures),
+            )
         async with gate:
             probe = False
             if destination is not None and failing[destination]:
@@ -318,7 +324,14 @@ class Deliverer:
         detail = result.summary if reason is None else reason
         if reason == "attempts_exhausted":
             detail = f"attempts_exhausted (last: {result.summary})"
-        async with self.services.db.transaction() as conn:
+        event = f"delivery.{status}" if status in ("sent", "dead") else None
+        event_data = {
+            "delivery": claim.id,
+            "submission": claim.submission_id,
+            "destination": claim.destination_id,
+            **({"reason": reason} if reason else {}),
+        }
+        async with self.services.db.connection() as conn:
             won = await outbox.finish(
                 conn,
                 claim,
@@ -328,12 +341,14 @@ class Deliverer:
                 detail=detail,
                 next_attempt_at=due,
                 attempt=attempt,
+                event=event,
+                event_data=event_data,
             )
-            if won and status in ("sent", "dead"):
-                await self._announce(conn, claim, status, reason, attempts, now)
-            if won and status == "dead" and probe and window_end is not None:
-                assert destination is not None
-                await outbox.promote_parked(conn, destination, at=window_end, now=now)
+            if won and status == "dead":
+                await self._alert(conn, claim, reason, now)
+                if probe and window_end is not None:
+                    assert destination is not None
+                    await outbox.promote_parked(conn, destination, at=window_end, now=now)
         ids = {**claim.log_ids, "detail": {"status": status, "result": result.summary}}
         if not won:
             state.stats["fenced"] += 1
@@ -344,10 +359,16 @@ class Deliverer:
         if counts and not probe:
             # Counted only once the outcome is ours: a fenced late answer changes nothing.
             await self._count_failure(destination, now, probe, failing)
-        if destination is not None and result.ok:
+        dirty = state.dirty
+        if counts:
+            assert destination is not None
+            dirty[destination] = True
+        if destination is not None and result.ok and dirty.get(destination, True):
             async with self.services.db.connection() as conn:
                 released = await outbox.destination_succeeded(conn, destination, now=now)
             failing[destination] = False
+            # Known healthy with no failures since: later successes need not write.
+            dirty[destination] = False
             state.stats["unthrottled"] += released
 
     async def _count_failure(
@@ -361,42 +382,17 @@ class Deliverer:
         failing[destination] = is_failing
         return window_end
 
-    async def _announce(
-        self,
-        conn: Any,
-        claim: Claim,
-        status: str,
-        reason: str | None,
-        attempts: int,
-        now: datetime,
-    ) -> None:
-        data: Mapping[str, Any] = {
-            "delivery": claim.id,
-            "submission": claim.submission_id,
-            "destination": claim.destination_id,
-            "attempts": attempts,
-            **({"reason": reason} if reason else {}),
-        }
-        await outbox.add_event(
+    async def _alert(self, conn: Any, claim: Claim, reason: str | None, now: datetime) -> None:
+        # One open alert per destination (per form for acknowledgement emails).
+        await raise_alert(
             conn,
             organization_id=claim.organization_id,
-            type=f"delivery.{status}",
-            subject_id=claim.id,
-            data=data,
+            kind="delivery.dead",
+            subject_id=claim.destination_id or claim.form_id or claim.id,
+            detail=f"{claim.id}: {reason}",
+            delivery_id=claim.id,
             now=now,
         )
-        if status == "dead":
-            # One open alert per destination (per form for acknowledgement emails).
-            subject = claim.destination_id or claim.form_id or claim.id
-            await raise_alert(
-                conn,
-                organization_id=claim.organization_id,
-                kind="delivery.dead",
-                subject_id=subject,
-                detail=f"{claim.id}: {reason}",
-                delivery_id=claim.id,
-                now=now,
-            )
 
 
 async def deliver_pass(services: Services, now: datetime, budget: float) -> Mapping[str, Any]:

@@ -49,6 +49,7 @@ class Claim:
     destination_enabled: bool | None
     destination_health: str | None
     destination_probe_after: datetime | None
+    destination_failures: int | None
     over_quota: bool
 
     def __repr__(self) -> str:  # the secret never reaches a log line or a traceback
@@ -103,6 +104,7 @@ async def claim_due(
             destination_enabled=row["destination_enabled"],
             destination_health=row["destination_health"],
             destination_probe_after=row["destination_probe_after"],
+            destination_failures=row["destination_failures"],
             over_quota=row["over_quota"],
         )
         for row in await cur.fetchall()
@@ -130,16 +132,19 @@ async def finish(
     detail: str | None,
     next_attempt_at: datetime | None = None,
     attempt: Attempt | None = None,
+    event: str | None = None,
+    event_data: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Write an outcome fenced by the claim token, and the attempt if one was made.
+    """Write an outcome fenced by the claim token, the attempt if one was made, and `event`.
 
-    Returns False when the claim had been lost (expired and taken again): nothing changed
-    but the attempt, recorded as `fenced`.
+    One statement (one round trip, atomic). Returns False when the claim had been lost
+    (expired and taken again): nothing changed but the attempt, recorded as `fenced`.
     """
     cur = await conn.execute(
         queries["finish_delivery"],
         {
             "id": claim.id,
+            "organization_id": claim.organization_id,
             "claim_token": claim.claim_token,
             "status": status,
             "spent": 1 if attempt is not None else 0,
@@ -147,26 +152,17 @@ async def finish(
             "reason": reason,
             "detail": detail,
             "now": now,
+            "attempt": claim.attempts + 1,
+            "started_at": attempt.started_at if attempt else now,
+            "duration_ms": attempt.duration_ms if attempt else 0,
+            "http_status": attempt.http_status if attempt else None,
+            "error_class": attempt.error_class if attempt else None,
+            "excerpt": attempt.excerpt[:512] if attempt and attempt.excerpt else None,
+            "event": event,
+            "event_data": json.dumps(dict(event_data or {}), default=str),
         },
     )
-    won = await cur.fetchone() is not None
-    if attempt is not None:
-        await conn.execute(
-            queries["insert_attempt"],
-            {
-                "organization_id": claim.organization_id,
-                "delivery_id": claim.id,
-                "attempt": claim.attempts + 1,
-                "claim_token": claim.claim_token,
-                "started_at": attempt.started_at,
-                "duration_ms": attempt.duration_ms,
-                "outcome": status if won else "fenced",
-                "http_status": attempt.http_status,
-                "error_class": attempt.error_class,
-                "excerpt": attempt.excerpt[:512] if attempt.excerpt else None,
-            },
-        )
-    return won
+    return await cur.fetchone() is not None
 
 
 async def release(

@@ -64,6 +64,7 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
        s.erased_at, s.erase_at, dst.deleted_at AS destination_deleted_at,
        dst.enabled AS destination_enabled, dst.health AS destination_health,
        dst.probe_after AS destination_probe_after,
+       dst.consecutive_failures AS destination_failures,
        (s.id IS NOT NULL AND 'over_quota' = ANY (s.flags)
         AND coalesce(u.submissions, 0) > (%(limits)s::jsonb ->> o.plan)::integer)
            IS TRUE AS over_quota
@@ -76,16 +77,37 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
   LEFT JOIN usage_counters u ON u.organization_id = c.organization_id AND u.month = %(month)s
 
 -- name: finish_delivery
--- Write a claim's outcome, fenced by its token; nothing matches once the claim has expired
+-- Write a claim's outcome, fenced by its token, with its attempt and event, in one
+-- statement. Nothing but the attempt (as `fenced`) is written once the claim has expired
 -- and been taken again.
-UPDATE deliveries
-   SET status = %(status)s, attempts = attempts + %(spent)s,
-       next_attempt_at = coalesce(%(next_attempt_at)s, next_attempt_at),
-       reason = %(reason)s, last_detail = %(detail)s,
-       sent_at = CASE WHEN %(status)s = 'sent' THEN %(now)s ELSE sent_at END,
-       claim_token = NULL, claimed_until = NULL, throttled = false, updated_at = %(now)s
- WHERE id = %(id)s AND claim_token = %(claim_token)s AND status = 'sending'
-RETURNING id, attempts
+WITH done AS (
+    UPDATE deliveries
+       SET status = %(status)s, attempts = attempts + %(spent)s,
+           next_attempt_at = coalesce(%(next_attempt_at)s, next_attempt_at),
+           reason = %(reason)s, last_detail = %(detail)s,
+           sent_at = CASE WHEN %(status)s = 'sent' THEN %(now)s ELSE sent_at END,
+           claim_token = NULL, claimed_until = NULL, throttled = false, updated_at = %(now)s
+     WHERE id = %(id)s AND claim_token = %(claim_token)s AND status = 'sending'
+    RETURNING id, organization_id, attempts
+),
+attempt AS (
+    INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,
+                                   started_at, duration_ms, outcome, http_status,
+                                   error_class, response_excerpt)
+    SELECT %(organization_id)s, %(id)s, %(attempt)s, %(claim_token)s, %(started_at)s,
+           %(duration_ms)s,
+           CASE WHEN EXISTS (SELECT 1 FROM done) THEN %(status)s ELSE 'fenced' END,
+           %(http_status)s, %(error_class)s, %(excerpt)s
+     WHERE %(spent)s = 1
+),
+event AS (
+    INSERT INTO events (organization_id, type, subject_id, data, created_at)
+    SELECT done.organization_id, %(event)s, done.id,
+           %(event_data)s::jsonb || jsonb_build_object('attempts', done.attempts), %(now)s
+      FROM done
+     WHERE %(event)s::text IS NOT NULL
+)
+SELECT id, attempts FROM done
 
 -- name: release_claim
 -- Give a claimed row back without spending an attempt: held for quota, or pushed back
