@@ -88,12 +88,28 @@ class InvalidAttachment(InvalidInput):
 
 
 class ValuesErased(PostbagError):
-    """The submission's values and files were erased on request."""
+    """The submission's values and files were erased on request (nothing to read or send)."""
 
 
 class ValuesExpired(PostbagError):
-    """The submission's values and files are past their retention (`erase_at`)."""
+    """The submission's values and files are past their retention (nothing to read or send)."""
 
 
 class StorageError(PostbagError):
     """Attachment storage refused or failed an operation; the caller may retry."""
+
+
+class DeliveryInProgress(PostbagError):
+    """Retry by hand was asked for a delivery being sent under a live lease."""
+
+
+class DeliveryNotRetryable(PostbagError):
+    """Retry by hand was asked for a delivery that is pending or already sent."""
+
+
+class DestinationPaused(PostbagError):
+    """The destination is paused (disabled), so nothing is sent to it."""
+
+
+class DestinationRemoved(PostbagError):
+    """The destination was deleted, so nothing is sent to it."""

@@ -15,6 +15,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from core.deliver import deliver_pass
 from core.logs import log
 from core.queries import queries
 from core.services import Services
@@ -31,8 +32,10 @@ class Tick:
     run: TickRun
 
 
-# The ticks later capabilities add (deliver, digest, retention) are listed here.
-TICKS: Mapping[str, Tick] = MappingProxyType({})
+# The ticks later capabilities add (digest, retention) are listed here too.
+TICKS: Mapping[str, Tick] = MappingProxyType(
+    {tick.name: tick for tick in (Tick("deliver", 15.0, deliver_pass),)}
+)
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 

@@ -9,14 +9,16 @@ import sys
 from collections.abc import Sequence
 
 from core.db import connect
+from core.deliver import close_shared_client
 from core.errors import PostbagError
 from core.logs import configure_logging
 from core.migrate import migrate
 from core.organizations import create_api_key, create_organization, set_plan
 from core.plans import PLAN_NAMES
 from core.scope import OrgScope
-from core.services import Services
+from core.services import Services, utcnow
 from core.settings import Settings, load_settings
+from core.ticks import TICKS, run_pass
 from local.embedded import embedded_database_url, local_secret_key
 
 
@@ -87,6 +89,15 @@ async def _dev(settings: Settings, host: str, port: int) -> None:
     await serve(Services.from_settings(settings), host=host, port=port)
 
 
+async def _tick(settings: Settings, name: str, budget: float) -> dict[str, object]:
+    services = Services.from_settings(settings)
+    try:
+        return dict(await run_pass(services, TICKS[name], now=utcnow(), budget=budget))
+    finally:
+        await close_shared_client()
+        await services.db.close()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="postbag", description="Postbag form backend")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev = commands.add_parser("dev", help="run everything in one local process")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8080)
+    tick = commands.add_parser("tick", help="run one pass of a scheduled tick")
+    tick.add_argument("name", choices=sorted(TICKS))
+    tick.add_argument("--budget", type=float, default=60.0, help="seconds (default 60)")
     return parser
 
 
@@ -124,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.organization_id} is now on {args.plan}")
         elif args.command == "dev":
             asyncio.run(_dev(settings, args.host, args.port))
+        elif args.command == "tick":
+            print(json.dumps(asyncio.run(_tick(settings, args.name, args.budget))))
     except PostbagError as exc:
         print(f"postbag: {exc}", file=sys.stderr)
         return 1

@@ -7,8 +7,10 @@ import contextlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import psycopg
 import uvicorn
 
+from core.deliver import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.submit_app import create_submit_app
 from core.logs import log
@@ -40,20 +42,51 @@ def combined_app(services: Services) -> ASGIApp:
     return app
 
 
-async def _fire(services: Services, tick: Tick) -> None:
+# Deliveries written by one request burst arrive as a burst of notifications: one pass.
+DEBOUNCE_SECONDS = 0.05
+CHANNEL = "postbag_deliveries"
+
+
+async def _fire(services: Services, tick: Tick, wake: asyncio.Event | None = None) -> None:
     while True:
         try:
             await run_pass(services, tick, now=utcnow(), budget=tick.every_seconds)
         except Exception:
             log.exception("tick pass failed", extra={"tick": tick.name})
-        await asyncio.sleep(tick.every_seconds)
+        if wake is None:
+            await asyncio.sleep(tick.every_seconds)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), tick.every_seconds)
+        await asyncio.sleep(DEBOUNCE_SECONDS)
+        wake.clear()
+
+
+async def listen(url: str, wake: asyncio.Event) -> None:
+    """Set `wake` on every `postbag_deliveries` notification; reconnect when the link drops.
+
+    Realtime only accelerates: a lost notification costs at most one tick interval.
+    """
+    while True:
+        try:
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+            async with conn:
+                await conn.execute(f"LISTEN {CHANNEL}")
+                wake.set()  # rows may have arrived while we were not listening
+                async for _notify in conn.notifies():
+                    wake.set()
+        except psycopg.Error:
+            log.warning("LISTEN connection lost; retrying", extra={"tick": "deliver"})
+            await asyncio.sleep(1.0)
 
 
 async def cron_loop(services: Services) -> None:
-    """Fire every registered tick on its schedule until cancelled."""
+    """Fire every registered tick on its schedule until cancelled; `deliver` also on notify."""
+    wake = asyncio.Event()
     async with asyncio.TaskGroup() as group:
+        group.create_task(listen(services.db.url, wake))
         for tick in TICKS.values():
-            group.create_task(_fire(services, tick))
+            group.create_task(_fire(services, tick, wake if tick.name == "deliver" else None))
 
 
 async def serve(services: Services, *, host: str, port: int) -> None:
@@ -74,4 +107,5 @@ async def serve(services: Services, *, host: str, port: int) -> None:
         cron.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await cron
+        await close_shared_client()
         await services.db.close()

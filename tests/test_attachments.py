@@ -263,7 +263,7 @@ async def test_attachments__stored_privately_downloaded_and_erased(
             assert erased.status_code == 200
             assert erased.json()["values"] is None and erased.json()["attachments"] == []
             again = await api.get(f"/v1/submissions/{receipt}/attachments/{cv['id']}")
-            assert again.status_code == 410
+            assert again.status_code == 409
             assert again.json()["code"] == "values_erased"
         for attachment in stored:
             assert not _object_exists(storage_url, str(attachment["storage_key"]))

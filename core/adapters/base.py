@@ -21,9 +21,16 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from core.ssrf import Resolver, system_resolver
+
+if TYPE_CHECKING:
+    import httpx
+
+    from core.settings import Settings
 
 
 class AdapterConfig(BaseModel):
@@ -41,12 +48,19 @@ class ValidationContext:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryContext:
-    """What one send needs besides config and payload."""
+    """What one send needs besides config and payload.
+
+    `http` is the process's shared client; `resolver` is the DNS lookup the SSRF guard
+    uses (a test makes a name resolve to loopback through it).
+    """
 
     delivery_id: str
     secret: str | None
     template: Mapping[str, Any] | None
+    settings: Settings
+    http: httpx.AsyncClient
     timeout: float = 10.0
+    resolver: Resolver = system_resolver
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +70,8 @@ class Result:
     `ok` means delivered. Otherwise `retryable` separates failures worth retrying (timeout,
     connection, 408, 429, 5xx) from final ones. `http_status` / `error_class` say what
     happened, `excerpt` is at most 512 characters of the answer, and `retry_after` is the
-    peer's requested wait in seconds, if it gave a valid one.
+    peer's requested wait in seconds, if it gave a valid one. `skip_reason` ends the
+    delivery `skipped` without a send (the `log` email provider: printed, never sent).
     """
 
     ok: bool
@@ -65,7 +80,19 @@ class Result:
     error_class: str | None = None
     excerpt: str | None = None
     retry_after: float | None = None
+    skip_reason: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> str:
+        """One line for `last_detail`: `http_503`, `timeout`, `sent`…"""
+        if self.ok:
+            return f"sent (HTTP {self.http_status})" if self.http_status else "sent"
+        if self.skip_reason:
+            return self.skip_reason
+        if self.http_status is not None:
+            return f"http_{self.http_status}"
+        return self.error_class or "failed"
 
 
 class Adapter(Protocol):
@@ -90,4 +117,16 @@ class Adapter(Protocol):
 
     def target(self, config: AdapterConfig) -> dict[str, Any]:
         """The snapshot of where a delivery goes, taken at submit time."""
+        ...
+
+    async def deliver(
+        self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        """Send one delivery to its snapshot `target`; never raises for a peer's failure."""
+        ...
+
+    async def test(
+        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        """Send `sample` to a destination's current config now (`POST …/test`)."""
         ...

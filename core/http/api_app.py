@@ -7,7 +7,18 @@ from fastapi import APIRouter, FastAPI
 from core import __version__
 from core.http import health
 from core.http.problems import install_problem_handlers
-from core.http.v1 import destinations, events, forms, keys, routes, schemas, submissions, usage
+from core.http.v1 import (
+    alerts,
+    deliveries,
+    destinations,
+    events,
+    forms,
+    keys,
+    routes,
+    schemas,
+    submissions,
+    usage,
+)
 from core.services import Services
 
 # Each resource's router; a new resource adds its router here.
@@ -19,6 +30,8 @@ V1_ROUTERS: list[APIRouter] = [
     routes.router,
     submissions.router,
     events.router,
+    deliveries.router,
+    alerts.router,
     usage.router,
 ]
 

@@ -10,6 +10,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from core.errors import (
+    DeliveryInProgress,
+    DeliveryNotRetryable,
+    DestinationPaused,
+    DestinationRemoved,
     FormClosed,
     IdempotencyConflict,
     InvalidAttachment,
@@ -53,9 +57,13 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     MalformedBody: (400, "malformed_body"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidAttachment: (422, "invalid_attachment"),
-    ValuesErased: (410, "values_erased"),
-    ValuesExpired: (410, "values_expired"),
     StorageError: (503, "storage_unavailable"),
+    DeliveryInProgress: (409, "delivery_in_progress"),
+    DeliveryNotRetryable: (409, "delivery_not_retryable"),
+    ValuesErased: (409, "values_erased"),
+    ValuesExpired: (409, "values_expired"),
+    DestinationPaused: (409, "destination_paused"),
+    DestinationRemoved: (409, "destination_removed"),
 }
 
 

@@ -1,0 +1,41 @@
+"""`/v1/alerts`: what went wrong (dead deliveries), one open alert per subject."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from core import alerts
+from core.http.deps import NowDep, ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+
+router = APIRouter(tags=["alerts"])
+
+
+@router.get("/alerts")
+async def list_alerts(
+    scope: ScopeDep,
+    services: ServicesDep,
+    status: Literal["open", "acknowledged"] | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """The organization's alerts, newest first, `{"data", "next_cursor"}`."""
+    position = decode_cursor(cursor)
+    before = str(position[0]) if position else None
+    async with services.db.scoped(scope) as conn:
+        rows = await alerts.list_alerts(conn, scope, status=status, before=before, limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
+
+
+@router.post("/alerts/{alert_id}/ack")
+async def acknowledge_alert(
+    alert_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Acknowledge an alert; the next dead delivery of its subject opens a new one."""
+    async with services.db.scoped(scope) as conn:
+        return await alerts.acknowledge(conn, scope, alert_id, now=now)

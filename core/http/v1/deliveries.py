@@ -1,0 +1,74 @@
+"""`/v1/deliveries`, retry by hand, and `POST /v1/destinations/{id}/test`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from core import deliveries
+from core.deliver import shared_client
+from core.http.deps import NowDep, ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+
+router = APIRouter(tags=["deliveries"])
+
+Status = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
+
+
+@router.get("/deliveries")
+async def list_deliveries(
+    scope: ScopeDep,
+    services: ServicesDep,
+    status: Status | None = None,
+    destination: str | None = None,
+    submission: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """The organization's deliveries, newest first, `{"data", "next_cursor"}`."""
+    position = decode_cursor(cursor)
+    before = str(position[0]) if position else None
+    async with services.db.scoped(scope) as conn:
+        rows = await deliveries.list_deliveries(
+            conn,
+            scope,
+            status=status,
+            destination=destination,
+            submission=submission,
+            before=before,
+            limit=limit + 1,
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
+
+
+@router.get("/deliveries/{delivery_id}")
+async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep) -> dict[str, Any]:
+    """One delivery with its attempts."""
+    async with services.db.scoped(scope) as conn:
+        return await deliveries.get_delivery(conn, scope, delivery_id)
+
+
+@router.post("/deliveries/{delivery_id}/retry")
+async def retry_delivery(
+    delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Queue a failed, dead or skipped delivery again now (same id and snapshot)."""
+    async with services.db.scoped(scope) as conn:
+        return await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
+
+
+@router.post("/destinations/{destination_id}/test", tags=["destinations"])
+async def test_destination(
+    destination_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Send a sample submission through the destination now; the result is not stored."""
+    # The send happens outside any transaction: the lookup's connection is released first.
+    async with services.db.scoped(scope) as conn:
+        found = await deliveries.destination_for_test(conn, scope, destination_id)
+    return await deliveries.send_sample(
+        found, settings=services.settings, http=shared_client(), now=now
+    )

@@ -1,0 +1,130 @@
+"""The SSRF guard: resolve a webhook host once, refuse non-public addresses, pin the result.
+
+The request then goes to the checked address itself (the URL's host replaced by the IP,
+with the `Host` header and TLS SNI set to the real name), so a DNS answer that changes
+between the check and the connect (rebinding) cannot reach an internal address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+# Ranges `is_global` lets through but no webhook receiver lives in.
+_ALSO_REFUSED = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "100.64.0.0/10",  # carrier-grade NAT
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # documentation (TEST-NET-1)
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation (TEST-NET-2)
+        "203.0.113.0/24",  # documentation (TEST-NET-3)
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, broadcast
+        "2001:db8::/32",  # documentation
+        "ff00::/8",  # multicast
+    )
+)
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class TargetRefused(Exception):
+    """The webhook host resolves to an address Postbag must not connect to."""
+
+
+class ResolutionFailed(Exception):
+    """The webhook host did not resolve (a retryable DNS failure)."""
+
+
+def refused(address: IPAddress) -> bool:
+    """Whether an address is loopback, private, link-local, CGNAT, multicast, documentation…"""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is None and address in _NAT64:
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if embedded is not None:
+            return refused(embedded)
+        if address.teredo is not None:
+            return True
+    if any(address in net for net in _ALSO_REFUSED if net.version == address.version):
+        return True
+    return (
+        not address.is_global
+        or address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_unspecified
+        or address.is_reserved
+    )
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses the operating system's resolver gives for `host`."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ResolutionFailed(str(exc)) from exc
+    addresses: list[str] = []
+    for info in infos:
+        address = str(info[4][0])
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedTarget:
+    """Where to connect (`url` with the checked IP), and the name to present (Host, SNI)."""
+
+    url: str
+    host_header: str | None
+    sni_hostname: str | None
+
+
+async def pin(url: str, *, resolver: Resolver, allow_private: bool) -> PinnedTarget:
+    """Check `url`'s host and return the request target pinned to a checked address.
+
+    Raises TargetRefused when the host or any address it resolves to is not public, and
+    ResolutionFailed when it does not resolve. With `allow_private` nothing is checked.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise TargetRefused("not an http(s) URL")
+    if parts.username is not None or parts.password is not None:
+        raise TargetRefused("user info in the URL")
+    if allow_private:
+        return PinnedTarget(url, None, None)
+    if parts.scheme != "https":
+        raise TargetRefused("only https:// targets are allowed")
+    host = parts.hostname
+    port = parts.port or 443
+    try:
+        literal: IPAddress | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        if refused(literal):
+            raise TargetRefused(f"{host} is not a public address")
+        return PinnedTarget(url, None, None)
+    addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in await resolver(host, port)]
+    if not addresses:
+        raise ResolutionFailed(f"{host} has no address")
+    # One non-public answer refuses the host: a name that mixes public and internal
+    # addresses is a rebinding attempt, not a receiver.
+    if any(refused(address) for address in addresses):
+        raise TargetRefused(f"{host} resolves to a non-public address")
+    chosen = addresses[0]
+    ip_host = f"[{chosen}]" if chosen.version == 6 else str(chosen)
+    netloc = ip_host if parts.port is None else f"{ip_host}:{parts.port}"
+    pinned = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    host_header = host if parts.port is None else f"{host}:{parts.port}"
+    return PinnedTarget(pinned, host_header, host)

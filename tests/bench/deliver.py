@@ -1,0 +1,305 @@
+"""Benchmark of the outbox worker (issue 5): `python -m tests.bench.deliver`.
+
+20,000 due webhook deliveries across 20 destinations to a fast loopback receiver (a raw
+asyncio server in its own process); one worker process, then two (`postbag tick deliver`).
+Prints deliveries/s and p50/p99 submit-to-delivery latency (insert to `sent_at`), and, when
+procrastinate is installed, the same workload as procrastinate tasks (one task per delivery
+doing the same signed POST with httpx) for a ratio. Also times the claim query on an empty
+table and with 1,000,000 `sent` rows, and prints its plan.
+
+Needs POSTBAG_TEST_DATABASE_URL (an admin URL); creates and drops its own databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from core import outbox
+from core.db import Conn, connect
+from core.migrate import migrate
+from core.services import utcnow
+from tests.conftest import create_database, database_url, drop_database, subprocess_env
+from tests.outbox_support import make_destination, make_many, make_tenant
+
+TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))
+DESTINATIONS = 20
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_receiver() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "receiver.py"), str(port)],
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    return process, f"http://127.0.0.1:{port}/hook"
+
+
+async def seed(conn: Conn, url: str) -> None:
+    await conn.execute(
+        "TRUNCATE deliveries, delivery_attempts, submissions, routes, destination_secrets,"
+        " destinations, events, alerts, forms, organizations CASCADE"
+    )
+    tenant = await make_tenant(conn)
+    for _ in range(DESTINATIONS):
+        dst, rte = await make_destination(conn, tenant, config={"url": url})
+        # Each destination gets its own form-less batch: make_many keys ids on the route.
+        await make_many(conn, tenant, dst, rte, count=TOTAL // DESTINATIONS, url=url, due=utcnow())
+        # make_many names submissions after the form: give the next batch a new form.
+        form = await conn.execute(
+            "INSERT INTO forms (id, organization_id, name) VALUES"
+            " ('frm_' || md5(random()::text), %(org)s, 'f') RETURNING id",
+            {"org": tenant.org},
+        )
+        row = await form.fetchone()
+        assert row is not None
+        tenant = type(tenant)(tenant.org, row["id"])
+    await conn.execute("ANALYZE")
+
+
+async def drained(conn: Conn) -> dict[str, Any]:
+    cur = await conn.execute(
+        "SELECT count(*) FILTER (WHERE status = 'sent') AS sent,"
+        " extract(epoch FROM max(sent_at) - min(created_at)) AS span,"
+        " percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - created_at))"
+        "   AS p50,"
+        " percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - created_at))"
+        "   AS p99"
+        " FROM deliveries"
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return dict(row)
+
+
+async def run_postbag(db_url: str, url: str, workers: int) -> dict[str, Any]:
+    conn = await connect(db_url)
+    try:
+        await seed(conn, url)
+        env = subprocess_env(
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+            POSTBAG_LOG_LEVEL="WARNING",
+        )
+        started = time.monotonic()
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "local.cli", "tick", "deliver", "--budget", "600"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+        for process in processes:
+            process.wait()
+        wall = time.monotonic() - started
+        result = await drained(conn)
+        result["wall"] = wall
+        result["rate"] = result["sent"] / float(result["span"])
+        return result
+    finally:
+        await conn.close()
+
+
+PROCRASTINATE_APP = """
+import httpx, json, os, time
+import procrastinate
+from core.adapters.webhook import body_bytes, signature_headers
+
+app = procrastinate.App(connector=procrastinate.PsycopgConnector(
+    conninfo=os.environ["BENCH_DB"], kwargs={"autocommit": True}))
+_client = None
+
+@app.task(name="post")
+async def post(url: str, delivery_id: str, payload: dict) -> None:
+    global _client
+    if _client is None:
+        _client = httpx.AsyncClient()
+    body = body_bytes(payload)
+    headers = {"Content-Type": "application/json",
+               **signature_headers(secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                                   delivery_id=delivery_id, body=body, timestamp=int(time.time()))}
+    response = await _client.post(url, content=body, headers=headers)
+    response.raise_for_status()
+"""
+
+
+async def run_procrastinate(admin: str, url: str) -> dict[str, Any] | None:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        return None
+    name = create_database(admin)
+    db_url = database_url(admin, name)
+    app_dir = Path("/tmp/postbag_bench_procrastinate")
+    app_dir.mkdir(exist_ok=True)
+    (app_dir / "bench_tasks.py").write_text(PROCRASTINATE_APP)
+    env = {**os.environ, "BENCH_DB": db_url, "PYTHONPATH": f"{app_dir}:{ROOT}"}
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "procrastinate", "--app=bench_tasks.app", "schema", "--apply"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        defer = f'''
+import asyncio, bench_tasks
+async def main():
+    async with bench_tasks.app.open_async():
+        for start in range(0, {TOTAL}, 1000):
+            await bench_tasks.post.batch_defer_async(*[
+                dict(url="{url}", delivery_id=f"dlv_{{i}}",
+                     payload={{"event": "form.submitted", "receipt": f"sub_{{i}}",
+                               "values": {{"n": i}}}})
+                for i in range(start, min(start + 1000, {TOTAL}))])
+asyncio.run(main())
+'''
+        subprocess.run([sys.executable, "-c", defer], env=env, check=True, cwd=app_dir)
+        started = time.monotonic()
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "procrastinate",
+                "--app=bench_tasks.app",
+                "worker",
+                "--concurrency=16",
+                "--one-shot",
+            ],
+            env=env,
+            cwd=app_dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        worker.wait()
+        wall = time.monotonic() - started
+        conn = await connect(db_url)
+        try:
+            cur = await conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded') AS done"
+                " FROM procrastinate_jobs"
+            )
+            row = await cur.fetchone()
+        finally:
+            await conn.close()
+        assert row is not None
+        return {"done": row["done"], "wall": wall, "rate": row["done"] / wall}
+    finally:
+        drop_database(admin, name)
+
+
+async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
+    """Claim 200 due rows: on an otherwise empty table, then beside 1,000,000 sent rows."""
+    conn = await connect(db_url)
+    timings: dict[str, Any] = {}
+    try:
+        for label, sent_rows in (("empty", 0), ("with_1m_sent", 1_000_000)):
+            await seed(conn, url)
+            if sent_rows:
+                # Sent history: its own submissions (one delivery per submission and route).
+                await conn.execute(
+                    'INSERT INTO submissions (id, organization_id, form_id, status, "values",'
+                    " payload_hash) SELECT 'sub_old_' || i, f.organization_id, f.id,"
+                    " 'accepted', '{}', '\\x00' FROM (SELECT * FROM forms LIMIT 1) f,"
+                    " generate_series(1, %(n)s) i",
+                    {"n": sent_rows},
+                )
+                await conn.execute(
+                    "INSERT INTO deliveries (id, organization_id, submission_id, route_id,"
+                    " destination_id, channel, max_attempts, payload, target, status, sent_at,"
+                    " next_attempt_at, attempts)"
+                    " SELECT 'dlv_old_' || i, r.organization_id, 'sub_old_' || i, r.id,"
+                    "  r.destination_id, 'webhook', 10, '{}', '{}', 'sent', now(),"
+                    "  now() - interval '1 day', 1"
+                    " FROM (SELECT * FROM routes LIMIT 1) r, generate_series(1, %(n)s) i",
+                    {"n": sent_rows},
+                )
+                await conn.execute("VACUUM ANALYZE deliveries")
+            best = float("inf")
+            for _ in range(5):
+                async with conn.transaction(force_rollback=True):
+                    begun = time.perf_counter()
+                    claimed = await outbox.claim_due(
+                        conn, now=utcnow(), limit=200, lease=timedelta(minutes=5)
+                    )
+                    best = min(best, time.perf_counter() - begun)
+                    assert len(claimed) == 200
+            timings[label] = best * 1000
+        from core.queries import queries
+
+        async with conn.transaction(force_rollback=True):
+            plan = await conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + queries["claim_due"],
+                {
+                    "now": utcnow(),
+                    "limit": 200,
+                    "max_orgs": 200,
+                    "lease": timedelta(minutes=5),
+                    "limits": "{}",
+                    "month": outbox.month_of(utcnow()),
+                },
+            )
+            timings["plan"] = "\n".join(row["QUERY PLAN"] for row in await plan.fetchall())
+    finally:
+        await conn.close()
+    return timings
+
+
+async def main() -> None:
+    admin = os.environ["POSTBAG_TEST_DATABASE_URL"]
+    receiver, url = start_receiver()
+    name = create_database(admin)
+    db_url = database_url(admin, name)
+    try:
+        conn = await connect(db_url)
+        await migrate(conn)
+        await conn.close()
+        for workers in (1, 2):
+            result = await run_postbag(db_url, url, workers)
+            print(
+                f"postbag, {workers} worker process(es): {result['sent']} sent,"
+                f" {result['rate']:.0f} deliveries/s (first insert to last sent),"
+                f" wall {result['wall']:.1f} s incl. start-up,"
+                f" latency p50 {result['p50']:.2f} s p99 {result['p99']:.2f} s",
+                flush=True,
+            )
+        reference = await run_procrastinate(admin, url)
+        if reference is None:
+            print("procrastinate not installed: no reference run")
+        else:
+            print(
+                f"procrastinate 1 worker, concurrency 16: {reference['done']} done,"
+                f" {reference['rate']:.0f} jobs/s (wall incl. start-up)",
+                flush=True,
+            )
+        if os.environ.get("BENCH_CLAIM", "1") == "1":
+            timing = await claim_timing(db_url, url)
+            print(
+                f"claim 200: {timing['empty']:.1f} ms (empty table),"
+                f" {timing['with_1m_sent']:.1f} ms (1,000,000 sent rows)"
+            )
+            print(timing["plan"])
+    finally:
+        receiver.terminate()
+        drop_database(admin, name)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,43 @@
+"""A fast loopback webhook receiver for the benchmark: raw asyncio, keep-alive, 200 OK."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+
+
+class Receiver(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buffer[:head_end].lower()
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            total = head_end + 4 + length
+            if len(self.buffer) < total:
+                return
+            self.buffer = self.buffer[total:]
+            self.transport.write(ANSWER)
+
+
+async def main(port: int) -> None:
+    server = await asyncio.get_running_loop().create_server(Receiver, "127.0.0.1", port)
+    print("ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))
