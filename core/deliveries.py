@@ -116,7 +116,7 @@ async def retry_delivery(
     if row["status"] not in RETRYABLE_STATUSES and row["status"] != "sending":
         raise DeliveryNotRetryable(f"{delivery_id} is {row['status']}; nothing to retry")
     await conn.execute(queries["requeue_delivery"], {**params, "now": now})
-    await conn.execute(queries["notify_deliveries"], {"id": delivery_id})
+    await conn.execute(queries["notify_deliveries"], {"payload": delivery_id})
     return await get_delivery(conn, scope, delivery_id)
 
 

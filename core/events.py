@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -14,7 +15,13 @@ from core.scope import OrgScope, scoped
 
 @scoped
 async def record_event(
-    conn: Conn, scope: OrgScope, *, type: str, subject_id: str | None, data: Mapping[str, Any]
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    type: str,
+    subject_id: str | None,
+    data: Mapping[str, Any],
+    now: datetime | None = None,
 ) -> int:
     """Append an event (inside the caller's transaction); returns its id."""
     cur = await conn.execute(
@@ -24,6 +31,7 @@ async def record_event(
             "type": type,
             "subject_id": subject_id,
             "data": Jsonb(dict(data)),
+            "now": now,
         },
     )
     row = await cur.fetchone()

@@ -560,7 +560,7 @@ class _Waker:
             self.pending = False
             try:
                 async with services.db.connection() as conn:
-                    await conn.execute(queries["notify_deliveries"])
+                    await conn.execute(queries["notify_deliveries"], {"payload": ""})
             except Exception:
                 log.warning("could not notify the delivery worker; it will poll")
                 return

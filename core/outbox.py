@@ -13,8 +13,10 @@ from uuid import UUID
 
 from core.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
 from core.db import Conn
+from core.events import record_event
 from core.plans import PLANS
 from core.queries import queries
+from core.scope import OrgScope
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
@@ -201,15 +203,8 @@ async def add_event(
     now: datetime,
 ) -> None:
     """Append one event to the organization's stream."""
-    await conn.execute(
-        queries["insert_event"],
-        {
-            "organization_id": organization_id,
-            "type": type,
-            "subject_id": subject_id,
-            "data": json.dumps(dict(data), default=str),
-            "now": now,
-        },
+    await record_event(
+        conn, OrgScope(organization_id), type=type, subject_id=subject_id, data=data, now=now
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+import jsonschema
+from jsonschema.exceptions import SchemaError
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -46,7 +46,7 @@ UPDATE deliveries
 
 -- name: notify_deliveries
 -- Wake listening workers (an accelerator only: the tick drains the outbox regardless).
-SELECT pg_notify('postbag_deliveries', %(id)s)
+SELECT pg_notify('postbag_deliveries', %(payload)s)
 
 -- name: destination_for_test
 -- A live destination of the organization and its current secret.

@@ -127,11 +127,6 @@ INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_toke
 VALUES (%(organization_id)s, %(delivery_id)s, %(attempt)s, %(claim_token)s, %(started_at)s,
         %(duration_ms)s, %(outcome)s, %(http_status)s, %(error_class)s, %(excerpt)s)
 
--- name: insert_event
--- Append to an organization's event stream.
-INSERT INTO events (organization_id, type, subject_id, data, created_at)
-VALUES (%(organization_id)s, %(type)s, %(subject_id)s, %(data)s, %(now)s)
-
 -- name: release_held
 -- Un-hold the deliveries of organizations no longer over their monthly quota (an upgrade,
 -- or a new month).

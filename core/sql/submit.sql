@@ -120,7 +120,3 @@ SELECT e.id, false, e.payload_hash, 0 FROM existing e
 INSERT INTO stored_objects (storage_key, organization_id, submission_id, created_at)
 SELECT key, %(organization_id)s, %(submission_id)s, %(now)s
   FROM unnest(%(storage_keys)s::text[]) AS key
-
--- name: notify_deliveries
--- Wake the delivery worker (an accelerator: the worker also polls).
-SELECT pg_notify('postbag_deliveries', '')

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Query
 from core import alerts
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
 from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
-router = APIRouter(tags=["alerts"])
+router = APIRouter(tags=["alerts"], responses=problems(401, 503))
 
 
-@router.get("/alerts")
+@router.get("/alerts", responses=problems(422))
 async def list_alerts(
     scope: ScopeDep,
     services: ServicesDep,
@@ -32,7 +33,7 @@ async def list_alerts(
     return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
 
 
-@router.post("/alerts/{alert_id}/ack")
+@router.post("/alerts/{alert_id}/ack", responses=problems(404, 422))
 async def acknowledge_alert(
     alert_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:

@@ -10,14 +10,15 @@ from core import deliveries
 from core.deliver import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
 from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
-router = APIRouter(tags=["deliveries"])
+router = APIRouter(tags=["deliveries"], responses=problems(401, 503))
 
 Status = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 
 
-@router.get("/deliveries")
+@router.get("/deliveries", responses=problems(422))
 async def list_deliveries(
     scope: ScopeDep,
     services: ServicesDep,
@@ -45,14 +46,14 @@ async def list_deliveries(
     return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
 
 
-@router.get("/deliveries/{delivery_id}")
+@router.get("/deliveries/{delivery_id}", responses=problems(404, 422))
 async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep) -> dict[str, Any]:
     """One delivery with its attempts."""
     async with services.db.scoped(scope) as conn:
         return await deliveries.get_delivery(conn, scope, delivery_id)
 
 
-@router.post("/deliveries/{delivery_id}/retry")
+@router.post("/deliveries/{delivery_id}/retry", responses=problems(404, 409, 422))
 async def retry_delivery(
     delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -61,7 +62,9 @@ async def retry_delivery(
         return await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
 
 
-@router.post("/destinations/{destination_id}/test", tags=["destinations"])
+@router.post(
+    "/destinations/{destination_id}/test", tags=["destinations"], responses=problems(404, 422)
+)
 async def test_destination(
     destination_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Query
 from core.events import list_events
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
 from core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], responses=problems(401, 503))
 
 
-@router.get("/events")
+@router.get("/events", responses=problems(422))
 async def events_list(
     scope: ScopeDep,
     services: ServicesDep,

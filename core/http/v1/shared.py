@@ -32,7 +32,11 @@ _WHEN: dict[int, str] = {
     401: "`unauthenticated`: the API key is missing, unknown or revoked",
     402: "`plan_limit`: the plan's count of this kind of object is reached",
     404: "`not_found`: no such object in this organization",
-    409: "`route_exists`: the form already routes to that destination",
+    409: (
+        "the object's state does not allow this now: `route_exists`, `delivery_in_progress`, "
+        "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused` "
+        "or `destination_removed`"
+    ),
     422: (
         "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema` or "
         "`invalid_template`: `errors` lists the offending fields"

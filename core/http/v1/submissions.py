@@ -12,6 +12,7 @@ from starlette.responses import StreamingResponse
 from core.errors import InvalidInput
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
 from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.storage import storage_for
 from core.submissions import (
@@ -24,7 +25,7 @@ from core.submissions import (
     list_submissions,
 )
 
-router = APIRouter(tags=["submissions"])
+router = APIRouter(tags=["submissions"], responses=problems(401, 503))
 
 
 def _position(cursor: str | None) -> tuple[datetime, str] | None:
@@ -40,7 +41,7 @@ def _position(cursor: str | None) -> tuple[datetime, str] | None:
         ) from None
 
 
-@router.get("/submissions")
+@router.get("/submissions", responses=problems(422))
 async def submissions_list(
     scope: ScopeDep,
     services: ServicesDep,
@@ -71,7 +72,7 @@ async def submissions_list(
     return {"data": page, "next_cursor": next_cursor}
 
 
-@router.get("/submissions/export.csv", response_class=StreamingResponse)
+@router.get("/submissions/export.csv", response_class=StreamingResponse, responses=problems(422))
 async def submissions_export(
     scope: ScopeDep, services: ServicesDep, now: NowDep, form: str
 ) -> StreamingResponse:
@@ -85,7 +86,7 @@ async def submissions_export(
     )
 
 
-@router.get("/submissions/{submission_id}")
+@router.get("/submissions/{submission_id}", responses=problems(404, 422))
 async def submissions_get(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -94,7 +95,7 @@ async def submissions_get(
         return await get_submission(conn, scope, submission_id, now=now)
 
 
-@router.post("/submissions/{submission_id}/erase")
+@router.post("/submissions/{submission_id}/erase", responses=problems(404, 422))
 async def submissions_erase(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -108,7 +109,9 @@ async def submissions_erase(
         return await get_submission(conn, scope, submission_id, now=now)
 
 
-@router.get("/submissions/{submission_id}/attachments/{attachment_id}")
+@router.get(
+    "/submissions/{submission_id}/attachments/{attachment_id}", responses=problems(404, 409, 422)
+)
 async def submissions_attachment(
     submission_id: str, attachment_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> StreamingResponse:
