@@ -13,6 +13,7 @@ import pytest
 
 from core.db import Conn, Database
 from core.http.api_app import create_api_app
+from core.ids import new_id
 from core.services import Services
 from core.settings import load_settings
 from tests.api_support import (
@@ -25,6 +26,7 @@ from tests.api_support import (
     served_operations,
     tenant,
 )
+from tests.submit_support import submit_client
 
 
 def _v1_operations() -> list[tuple[str, str]]:
@@ -46,25 +48,69 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PATCH", "/v1/destinations/{destination_id}"): {"name": "Changed"},
     ("POST", "/v1/forms/{form_id}/routes"): {"destination_id": "{spare_destination_id}"},
     ("PATCH", "/v1/routes/{route_id}"): {"enabled": False},
+    ("POST", "/v1/submissions/{submission_id}/erase"): {},
+    ("POST", "/v1/deliveries/{delivery_id}/retry"): {},
+    ("POST", "/v1/destinations/{destination_id}/test"): {},
+    ("POST", "/v1/alerts/{alert_id}/ack"): {},
 }
 
+# Query strings an operation needs to succeed on the caller's own objects.
+QUERIES: dict[tuple[str, str], str] = {
+    ("GET", "/v1/submissions/export.csv"): "?form={form_id}",
+}
 
-async def _world(client: httpx.AsyncClient, who: Tenant) -> dict[str, str]:
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+async def _world(
+    client: httpx.AsyncClient, services: Services, conn: Conn, who: Tenant
+) -> dict[str, str]:
     """One object of every kind for `who`; returns the ids by path parameter name."""
-    form = await create(client, who, "/v1/forms", {"name": "Form"})
+    form = await create(
+        client,
+        who,
+        "/v1/forms",
+        {"name": "Form", "file_fields": {"brief": {"types": [".pdf"]}}},
+    )
     await create(client, who, f"/v1/forms/{form['id']}/schemas", {"schema": {"type": "object"}})
-    hook = await create(client, who, "/v1/destinations", WEBHOOK)
-    spare = await create(client, who, "/v1/destinations", EMAIL)
+    inbox = await create(client, who, "/v1/destinations", EMAIL)
+    spare = await create(client, who, "/v1/destinations", WEBHOOK)
     route = await create(
-        client, who, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]}
+        client, who, f"/v1/forms/{form['id']}/routes", {"destination_id": inbox["id"]}
     )
     key = await create(client, who, "/v1/keys", {"name": "spare"})
+    async with submit_client(services) as public:
+        posted = await public.post(
+            f"/s/{form['id']}",
+            data={"email": "visitor@example.com"},
+            files={"brief": ("brief.pdf", PDF, "application/pdf")},
+            headers={"Accept": "application/json"},
+        )
+    assert posted.status_code == 201, posted.text
+    receipt = posted.json()["receipt"]
+    detail = (await client.get(f"/v1/submissions/{receipt}", headers=who.headers)).json()
+    delivery_id = detail["deliveries"][0]["id"]
+    # A dead delivery and its alert, as the worker would leave them.
+    await conn.execute(
+        "UPDATE deliveries SET status = 'dead', reason = 'http_404' WHERE id = %(id)s",
+        {"id": delivery_id},
+    )
+    alert_id = new_id("alr")
+    await conn.execute(
+        "INSERT INTO alerts (id, organization_id, kind, subject_id) "
+        "VALUES (%(id)s, %(org)s, 'delivery.dead', %(dst)s)",
+        {"id": alert_id, "org": who.scope.organization_id, "dst": inbox["id"]},
+    )
     return {
         "form_id": form["id"],
-        "destination_id": hook["id"],
+        "destination_id": inbox["id"],
         "spare_destination_id": spare["id"],
         "route_id": route["id"],
         "key_id": key["id"],
+        "submission_id": receipt,
+        "attachment_id": detail["attachments"][0]["id"],
+        "delivery_id": delivery_id,
+        "alert_id": alert_id,
     }
 
 
@@ -86,8 +132,9 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
     return seen
 
 
-def _fill(path: str, ids: dict[str, str]) -> str:
-    return path.format(**{name: ids[name] for name in ids if "{" + name + "}" in path})
+def _fill(method: str, path: str, ids: dict[str, str]) -> str:
+    full = path + QUERIES.get((method, path), "")
+    return full.format(**{name: ids[name] for name in ids if "{" + name + "}" in full})
 
 
 def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
@@ -108,18 +155,20 @@ async def test_scoping__another_organizations_objects_are_404(
     owner = await tenant(conn, name="Owner", plan="pro")
     intruder = await tenant(conn, name="Intruder", plan="pro")
     async with api_client(services) as client:
-        theirs = await _world(client, owner)
-        mine = await _world(client, intruder)
+        theirs = await _world(client, services, conn, owner)
+        mine = await _world(client, services, conn, intruder)
         before = await _snapshot(client, owner, theirs)
 
         body = _body(method, path, mine)
         if "{" in path:
             foreign = await client.request(
-                method, _fill(path, theirs), json=body, headers=intruder.headers
+                method, _fill(method, path, theirs), json=body, headers=intruder.headers
             )
             assert_problem(foreign, 404, "not_found")
         # The same call on the caller's own objects works, so the 404 above is the scope.
-        own = await client.request(method, _fill(path, mine), json=body, headers=intruder.headers)
+        own = await client.request(
+            method, _fill(method, path, mine), json=body, headers=intruder.headers
+        )
         assert own.status_code < 300, own.text
         for value in theirs.values():
             assert value not in own.text
@@ -133,8 +182,8 @@ async def test_scoping__a_route_to_another_organizations_destination_is_404(
     owner = await tenant(conn, name="Owner", plan="pro")
     intruder = await tenant(conn, name="Intruder", plan="pro")
     async with api_client(services) as client:
-        theirs = await _world(client, owner)
-        mine = await _world(client, intruder)
+        theirs = await _world(client, services, conn, owner)
+        mine = await _world(client, services, conn, intruder)
         response = await client.post(
             f"/v1/forms/{mine['form_id']}/routes",
             json={"destination_id": theirs["spare_destination_id"]},
