@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import jsonschema
 import psycopg
+from email_validator import EmailNotValidError, validate_email
 from psycopg.types.json import Jsonb
 
 from core.adapters import ADAPTERS
@@ -44,6 +45,8 @@ DOUBLE_SUBMIT_SECONDS = 60
 MAX_IDEMPOTENCY_KEY = 255
 MAX_SCHEMA_ERRORS = 20
 _FALSY = frozenset({"", "0", "false", "no", "off"})
+# What a ticked consent box (or a JSON client's consent value) sends.
+_CONSENT = frozenset({"on", "yes", "true", "1"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,8 @@ class Form:
     labels: Mapping[str, Any]
     file_fields: Mapping[str, Any]
     turnstile_secret: str | None
+    consent_field: str | None
+    ack_email: Mapping[str, Any] | None
     plan: str
     schema_version: int | None
     schema: Mapping[str, Any] | None
@@ -138,6 +143,8 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         labels=row["labels"] or {},
         file_fields=row["file_fields"] or {},
         turnstile_secret=row["turnstile_secret"],
+        consent_field=row["consent_field"],
+        ack_email=row["ack_email"],
         plan=row["plan"],
         schema_version=row["schema_version"],
         schema=row["schema"],
@@ -174,6 +181,50 @@ def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in _FALSY
     return bool(value)
+
+
+def _consented(value: Any) -> bool:
+    if isinstance(value, list):
+        return len(value) == 1 and _consented(value[0])
+    if value is True or (isinstance(value, int) and not isinstance(value, bool) and value == 1):
+        return True
+    return isinstance(value, str) and value.strip().lower() in _CONSENT
+
+
+def _valid_address(value: Any) -> str | None:
+    address = _first_text(value)
+    if address is None or len(address) > 254:
+        return None
+    try:
+        checked = validate_email(address.strip(), check_deliverability=False)
+    except EmailNotValidError:
+        return None
+    return str(checked.normalized)
+
+
+def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[str, Any] | None:
+    """The acknowledgement email an accepted submission gets (consent ticked, a valid
+    address in the form's field), or None: no consent or no valid address is no error."""
+    ack = form.ack_email
+    if status != "accepted" or not ack or not form.consent_field:
+        return None
+    if not _consented(values.get(form.consent_field)):
+        return None
+    address = _valid_address(values.get(str(ack.get("field"))))
+    if address is None:
+        return None
+    return {
+        "id": new_id("dlv"),
+        "max_attempts": ADAPTERS["email"].max_attempts,
+        "target": {"to": [address]},
+        "template": {
+            "subject": ack.get("subject"),
+            "text": ack.get("text"),
+            "labels": dict(form.labels),
+            "field_order": list(values),
+            "form_name": form.name,
+        },
+    }
 
 
 def _first_text(value: Any) -> str | None:
@@ -292,7 +343,7 @@ def _locale(accept_language: str | None) -> str | None:
     return first[:35] or None
 
 
-def _target(channel: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def delivery_target(channel: str, config: Mapping[str, Any]) -> dict[str, Any]:
     adapter = ADAPTERS[channel]
     try:
         # The config was validated when it was saved; only the shape is needed here.
@@ -454,7 +505,7 @@ async def _submit_parsed(
             "id": new_id("dlv"),
             "route_id": route["route_id"],
             "max_attempts": ADAPTERS[route["channel"]].max_attempts,
-            "target": _target(route["channel"], route["config"]),
+            "target": delivery_target(route["channel"], route["config"]),
             "template": {
                 "subject": (route["template"] or {}).get("subject"),
                 "text": (route["template"] or {}).get("text"),
@@ -491,6 +542,7 @@ async def _submit_parsed(
                 },
             }
         )
+    ack = acknowledgement(form, values, decision.status)
     retention = form.retention_days if form.retention_days is not None else plan.retention_days
     params = {
         "id": submission_id,
@@ -511,6 +563,7 @@ async def _submit_parsed(
         "held": over_quota,
         "payload": Jsonb(payload),
         "deliveries": Jsonb(deliveries),
+        "acknowledgements": Jsonb([ack] if ack else []),
         "events": Jsonb(events),
         "month": month_of(now),
         "counted": counted,

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from core.adapters import ADAPTERS
 from core.adapters.base import ValidationContext
 from core.db import Conn, Database
 from core.errors import NotFound, PostbagError, ValuesErased, ValuesExpired
-from core.events import record_event
 from core.logs import log
 from core.queries import queries
 from core.scope import OrgScope, scoped
@@ -127,6 +128,50 @@ class Erasure:
     skipped_deliveries: int
 
 
+@dataclass(frozen=True, slots=True)
+class BatchErasure:
+    """What erasing several submissions did (the retention tick's batches)."""
+
+    erased: int
+    skipped_deliveries: int
+    storage_keys: list[str]
+
+
+_SKIP_REASONS = {"requested": "values_erased", "expired": "values_expired"}
+
+
+async def erase_many(conn: Conn, *, ids: list[str], now: datetime, reason: str) -> BatchErasure:
+    """Erase the values of `ids` (locked by the caller) in five statements, whatever their
+    number: null values, end unsent deliveries `skipped`, scrub snapshots (digests too),
+    mark stored objects for deletion, one `submission.erased` event each.
+
+    `reason` is `requested` (the owner's erase) or `expired` (retention). Runs inside the
+    caller's transaction; the bytes are deleted after commit.
+    """
+    params = {"ids": ids, "now": now, "erase_reason": reason, "skip_reason": _SKIP_REASONS[reason]}
+    cur = await conn.execute(queries["erase_submission_values"], params)
+    erased = await cur.fetchall()
+    cur = await conn.execute(queries["erase_delivery_snapshots"], params)
+    skipped = sum(1 for d in await cur.fetchall() if d["status"] == "skipped")
+    await conn.execute(queries["erase_digest_snapshots"], params)
+    cur = await conn.execute(queries["erase_attachments"], params)
+    objects = await cur.fetchall()
+    files: dict[str, int] = {}
+    for obj in objects:
+        files[obj["submission_id"]] = files.get(obj["submission_id"], 0) + 1
+    if erased:
+        rows = [
+            {"id": r["id"], "organization_id": r["organization_id"], "files": files.get(r["id"], 0)}
+            for r in erased
+        ]
+        await conn.execute(queries["insert_erased_events"], {**params, "erased": Jsonb(rows)})
+    return BatchErasure(
+        erased=len(erased),
+        skipped_deliveries=skipped,
+        storage_keys=[obj["storage_key"] for obj in objects],
+    )
+
+
 @scoped
 async def erase_values(
     conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, reason: str = "requested"
@@ -139,25 +184,14 @@ async def erase_values(
     cur = await conn.execute(
         queries["lock_submission"], {"id": submission_id, "organization_id": scope.organization_id}
     )
-    row = await cur.fetchone()
-    if row is None:
+    if await cur.fetchone() is None:
         raise NotFound("no such submission")
-    params = {"id": submission_id, "now": now, "erase_reason": reason}
-    if row["erased_at"] is None:
-        await conn.execute(queries["erase_submission_values"], params)
-    cur = await conn.execute(queries["erase_delivery_snapshots"], params)
-    skipped = sum(1 for d in await cur.fetchall() if d["status"] == "skipped")
-    cur = await conn.execute(queries["erase_attachments"], params)
-    keys = [r["storage_key"] for r in await cur.fetchall()]
-    if row["erased_at"] is None:
-        await record_event(
-            conn,
-            scope,
-            type="submission.erased",
-            subject_id=submission_id,
-            data={"reason": reason, "files": len(keys)},
-        )
-    return Erasure(submission_id=submission_id, storage_keys=keys, skipped_deliveries=skipped)
+    done = await erase_many(conn, ids=[submission_id], now=now, reason=reason)
+    return Erasure(
+        submission_id=submission_id,
+        storage_keys=done.storage_keys,
+        skipped_deliveries=done.skipped_deliveries,
+    )
 
 
 async def delete_objects(
@@ -171,7 +205,8 @@ async def delete_objects(
             log.warning("could not delete a stored object", extra={"org_id": scope.organization_id})
             async with db.scoped(scope) as conn:
                 await conn.execute(
-                    queries["mark_object_delete_failed"], {"storage_key": key, "error": str(exc)}
+                    queries["mark_object_delete_failed"],
+                    {"storage_key": key, "error": str(exc), "now": now},
                 )
             continue
         async with db.scoped(scope) as conn:

@@ -16,8 +16,10 @@ from types import MappingProxyType
 from typing import Any
 
 from core.deliver import deliver_pass
+from core.digests import digest_pass
 from core.logs import log
 from core.queries import queries
+from core.retention import retention_pass
 from core.services import Services
 
 TickRun = Callable[[Services, datetime, float], Awaitable[Mapping[str, Any]]]
@@ -32,9 +34,15 @@ class Tick:
     run: TickRun
 
 
-# The ticks later capabilities add (digest, retention) are listed here too.
 TICKS: Mapping[str, Tick] = MappingProxyType(
-    {tick.name: tick for tick in (Tick("deliver", 15.0, deliver_pass),)}
+    {
+        tick.name: tick
+        for tick in (
+            Tick("deliver", 15.0, deliver_pass),
+            Tick("digest", 60.0, digest_pass),
+            Tick("retention", 60.0, retention_pass),
+        )
+    }
 )
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"

@@ -30,4 +30,5 @@ def test_handler__function_url_get_health(
         "database": True,
         "worker_heartbeat_age_seconds": None,
         "oldest_due_delivery_age_seconds": None,
+        "stuck_file_deletions": 0,
     }

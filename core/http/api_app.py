@@ -11,6 +11,7 @@ from core.http.v1 import (
     alerts,
     deliveries,
     destinations,
+    digests,
     events,
     forms,
     keys,
@@ -32,6 +33,7 @@ V1_ROUTERS: list[APIRouter] = [
     events.router,
     deliveries.router,
     alerts.router,
+    digests.router,
     usage.router,
 ]
 

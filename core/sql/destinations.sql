@@ -14,7 +14,8 @@ RETURNING version
 
 -- name: get_destination
 -- One live destination as the API shows it: config, and the current secret version only.
-SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.created_at, d.updated_at,
+SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.created_at,
+       d.updated_at,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version
@@ -29,7 +30,8 @@ SELECT id, type FROM destinations
 
 -- name: list_destinations
 -- One page of the organization's live destinations, by id, after a cursor.
-SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.created_at, d.updated_at,
+SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.created_at,
+       d.updated_at,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version

@@ -1,12 +1,16 @@
 -- name: health_snapshot
--- Worker heartbeat age and the age of the oldest due delivery, both in seconds.
+-- Worker heartbeat age and the age of the oldest due delivery, both in seconds, and how
+-- many stored files ran out of deletion attempts.
 SELECT
     (SELECT extract(epoch FROM %(now)s - max(last_beat_at))
        FROM worker_heartbeats WHERE tick = 'deliver') AS heartbeat_age,
     (SELECT extract(epoch FROM %(now)s - min(next_attempt_at))
        FROM deliveries
       WHERE status IN ('pending', 'failed') AND NOT held
-        AND next_attempt_at <= %(now)s) AS oldest_due_age
+        AND next_attempt_at <= %(now)s) AS oldest_due_age,
+    (SELECT count(*) FROM stored_objects
+      WHERE deleted_at IS NULL AND delete_after IS NOT NULL
+        AND delete_attempts >= %(max_delete_attempts)s) AS stuck_deletions
 
 -- name: record_heartbeat
 -- Record that a worker finished a pass of a tick.

@@ -41,17 +41,20 @@ SELECT id, erased_at FROM submissions
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 
 -- name: erase_submission_values
--- Drop a submission's values (keeping the receipt, idempotency key and payload hash).
+-- Drop the values of not-yet-erased submissions (keeping the receipt, idempotency key and
+-- payload hash); returns the ones erased now.
 UPDATE submissions
    SET "values" = NULL, meta = jsonb_build_object('origin', meta -> 'origin'),
        erased_at = %(now)s, erase_reason = %(erase_reason)s
- WHERE id = %(id)s
+ WHERE id = ANY (%(ids)s::text[]) AND erased_at IS NULL
+RETURNING id, organization_id, form_id, received_at
 
 -- name: erase_delivery_snapshots
--- End the submission's unsent deliveries as skipped, and scrub values from every snapshot.
+-- End the submissions' unsent deliveries as skipped (`values_erased` or `values_expired`),
+-- and scrub values from every snapshot.
 UPDATE deliveries
    SET status = CASE WHEN status IN ('pending', 'failed') THEN 'skipped' ELSE status END,
-       reason = CASE WHEN status IN ('pending', 'failed') THEN 'values_erased' ELSE reason END,
+       reason = CASE WHEN status IN ('pending', 'failed') THEN %(skip_reason)s ELSE reason END,
        held = CASE WHEN status IN ('pending', 'failed') THEN false ELSE held END,
        payload = payload || jsonb_build_object(
            'values', NULL, 'attachments', '{}'::jsonb,
@@ -59,17 +62,44 @@ UPDATE deliveries
        template = CASE WHEN template IS NULL THEN NULL
                        ELSE template || '{"field_order": []}'::jsonb END,
        updated_at = %(now)s
- WHERE submission_id = %(id)s
+ WHERE submission_id = ANY (%(ids)s::text[])
 RETURNING id, status
 
+-- name: erase_digest_snapshots
+-- Drop the values of these submissions from the digests that listed them (a digest lists a
+-- submission of its route's form received within its period).
+UPDATE deliveries d
+   SET payload = jsonb_set(d.payload, '{submissions}', (
+           SELECT coalesce(jsonb_agg(CASE WHEN item ->> 'receipt' = ANY (%(ids)s::text[])
+                                          THEN item - 'values' ELSE item END ORDER BY n),
+                           '[]'::jsonb)
+             FROM jsonb_array_elements(d.payload -> 'submissions') WITH ORDINALITY AS x(item, n))),
+       updated_at = %(now)s
+  FROM digests g
+ WHERE d.digest_id = g.id AND d.kind = 'digest'
+   AND g.id IN (SELECT g2.id
+                  FROM submissions s
+                  JOIN routes r ON r.form_id = s.form_id
+                  JOIN digests g2 ON g2.route_id = r.id
+                   AND s.received_at >= g2.period_start AND s.received_at < g2.period_end
+                 WHERE s.id = ANY (%(ids)s::text[]))
+   AND jsonb_typeof(d.payload -> 'submissions') = 'array'
+
 -- name: erase_attachments
--- Forget a submission's attachments and mark their stored objects for deletion.
+-- Forget the submissions' attachments and mark their stored objects for deletion.
 WITH gone AS (
-    DELETE FROM attachments WHERE submission_id = %(id)s RETURNING storage_key
+    DELETE FROM attachments WHERE submission_id = ANY (%(ids)s::text[]) RETURNING storage_key
 )
 UPDATE stored_objects SET delete_after = %(now)s
- WHERE submission_id = %(id)s AND deleted_at IS NULL
-RETURNING storage_key
+ WHERE submission_id = ANY (%(ids)s::text[]) AND deleted_at IS NULL
+RETURNING storage_key, submission_id
+
+-- name: insert_erased_events
+-- One `submission.erased` event per submission erased now.
+INSERT INTO events (organization_id, type, subject_id, data, created_at)
+SELECT e.organization_id, 'submission.erased', e.id,
+       jsonb_build_object('reason', %(erase_reason)s::text, 'files', e.files), %(now)s
+  FROM jsonb_to_recordset(%(erased)s::jsonb) AS e(id text, organization_id text, files int)
 
 -- name: mark_object_deleted
 -- A stored object whose bytes are gone.
@@ -79,8 +109,10 @@ UPDATE stored_objects SET deleted_at = %(now)s, last_error = NULL
 -- name: mark_object_delete_failed
 -- A deletion that failed; the retention tick retries it.
 UPDATE stored_objects
-   SET delete_attempts = delete_attempts + 1, last_error = left(%(error)s, 500)
+   SET delete_attempts = delete_attempts + 1, last_error = left(%(error)s, 500),
+       delete_after = %(now)s
  WHERE storage_key = %(storage_key)s
+RETURNING organization_id, submission_id, delete_attempts
 
 -- name: get_attachment
 -- One attachment of a submission, with what decides whether it may still be read.

@@ -4,7 +4,8 @@
 -- routes with their destinations, and how many submissions this client sent in the window.
 SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
        f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
-       f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, o.plan,
+       f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
+       f.ack_email, o.plan,
        s.version AS schema_version, s.schema,
        coalesce((SELECT u.submissions FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
@@ -50,8 +51,8 @@ SELECT pg_advisory_xact_lock(%(lock_key)s)
 -- name: insert_submission
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
 -- the same client and payload within 60 s) already produced a submission, insert it with
--- its attachments, one delivery per live matching route (with the snapshot), its events
--- and the monthly usage count. Returns the new submission, or the previous one.
+-- its attachments, one delivery per live matching route (with the snapshot), the visitor's
+-- acknowledgement email if one is due, its events and the monthly usage count. Returns the new submission, or the previous one.
 WITH existing AS (
     SELECT id, payload_hash
       FROM submissions
@@ -97,6 +98,17 @@ WITH existing AS (
         ON d.id = r.destination_id AND d.organization_id = r.organization_id
        AND d.deleted_at IS NULL
     RETURNING id
+), acknowledgement AS (
+    -- The visitor's acknowledgement email (consent given, a valid address): no route, no
+    -- destination; at most one per submission (deliveries_one_acknowledgement_idx).
+    INSERT INTO deliveries (id, organization_id, kind, submission_id, channel, held,
+                            max_attempts, next_attempt_at, payload, target, template)
+    SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, 'email', %(held)s,
+           a.max_attempts, %(now)s, %(payload)s, a.target, a.template
+      FROM submission s
+     CROSS JOIN jsonb_to_recordset(%(acknowledgements)s::jsonb)
+           AS a(id text, max_attempts integer, target jsonb, template jsonb)
+    RETURNING id
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data)
     SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
@@ -110,7 +122,7 @@ WITH existing AS (
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, NULL::bytea AS payload_hash,
-       (SELECT count(*) FROM delivery) AS deliveries
+       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement) AS deliveries
   FROM submission s
 UNION ALL
 SELECT e.id, false, e.payload_hash, 0 FROM existing e

@@ -29,6 +29,13 @@ class Destination(BaseModel):
     config: dict[str, Any]
     enabled: bool
     health: Literal["healthy", "failing"]
+    health_stats: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "the last 24 hours of attempts, rolled up by the retention tick: `attempts`, "
+            "`success_rate` (0-1), `p95_duration_ms`, `computed_at`; null until first computed"
+        ),
+    )
     secret_set: bool
     secret_version: int | None = Field(description="the current secret version, if any")
     created_at: datetime
@@ -52,6 +59,7 @@ def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "config": row["config"],
         "enabled": row["enabled"],
         "health": row["health"],
+        "health_stats": row.get("health_stats"),
         "secret_set": row["secret_version"] is not None,
         "secret_version": row["secret_version"],
         "created_at": row["created_at"],

@@ -1,0 +1,99 @@
+-- name: lock_expired_submissions
+-- A batch of submissions past `erase_at` and not yet erased, locked for this transaction
+-- (rows another retention pass holds are skipped, so passes on several machines share work).
+SELECT id FROM submissions
+ WHERE erased_at IS NULL AND erase_at <= %(now)s
+ ORDER BY erase_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: mark_orphans
+-- Stored objects no attachment row refers to (their submit's transaction failed), older
+-- than the grace period: schedule them for deletion.
+UPDATE stored_objects o
+   SET delete_after = %(now)s
+ WHERE o.deleted_at IS NULL AND o.delete_after IS NULL AND o.created_at < %(older_than)s
+   AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.storage_key = o.storage_key)
+RETURNING storage_key
+
+-- name: claim_object_deletions
+-- Stored objects due for deletion with attempts left, leased to this pass (`delete_after`
+-- moves forward, so a concurrent pass does not take them too).
+UPDATE stored_objects o
+   SET delete_after = %(now)s + %(lease)s
+  FROM (SELECT storage_key FROM stored_objects
+         WHERE deleted_at IS NULL AND delete_after <= %(now)s
+           AND delete_attempts < %(max_attempts)s
+         ORDER BY delete_after
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED) due
+ WHERE o.storage_key = due.storage_key
+RETURNING o.storage_key, o.organization_id
+
+-- name: stuck_object_deletions
+-- How many stored objects ran out of deletion attempts, and the oldest of them.
+SELECT count(*) AS stuck, min(created_at) AS oldest
+  FROM stored_objects
+ WHERE deleted_at IS NULL AND delete_after IS NOT NULL
+   AND delete_attempts >= %(max_attempts)s
+
+-- name: observed_forms
+-- Live `observe` forms with accepted submissions since their latest schema version.
+SELECT f.id, f.organization_id, v.version, v.schema, v.created_at AS version_at
+  FROM forms f
+  LEFT JOIN LATERAL (SELECT version, schema, created_at FROM form_schemas
+                      WHERE form_id = f.id ORDER BY version DESC LIMIT 1) v ON true
+ WHERE f.schema_mode = 'observe' AND f.deleted_at IS NULL
+   AND EXISTS (SELECT 1 FROM submissions s
+                WHERE s.form_id = f.id AND s.status = 'accepted' AND s."values" IS NOT NULL
+                  AND s.received_at > coalesce(v.created_at, '-infinity'))
+ ORDER BY f.id
+ LIMIT %(limit)s
+
+-- name: observed_values
+-- The values of a form's latest accepted submissions since its latest schema version.
+SELECT "values" FROM submissions
+ WHERE form_id = %(form_id)s AND status = 'accepted' AND "values" IS NOT NULL
+   AND NOT ('test' = ANY (flags))
+   AND received_at > coalesce(%(since)s::timestamptz, '-infinity')
+ ORDER BY received_at DESC
+ LIMIT %(limit)s
+
+-- name: append_inferred_schema
+-- Append an inferred schema version after `version` and its `schema.inferred` event; a
+-- concurrent pass that appended first makes this a no-op.
+WITH added AS (
+    INSERT INTO form_schemas (organization_id, form_id, version, schema, source, created_at)
+    VALUES (%(organization_id)s, %(form_id)s, %(version)s, %(schema)s, 'inferred', %(now)s)
+    ON CONFLICT (form_id, version) DO NOTHING
+    RETURNING version
+), event AS (
+    INSERT INTO events (organization_id, type, subject_id, data, created_at)
+    SELECT %(organization_id)s, 'schema.inferred', %(form_id)s,
+           jsonb_build_object('form', %(form_id)s::text, 'version', added.version), %(now)s
+      FROM added
+)
+SELECT version FROM added
+
+-- name: roll_up_destination_health
+-- Each live destination's success rate and p95 send duration over the last 24 hours of
+-- attempts (fenced answers left out), stored in `health_stats`.
+UPDATE destinations d
+   SET health_stats = jsonb_build_object(
+           'window_hours', 24,
+           'attempts', coalesce(s.attempts, 0),
+           'success_rate', s.success_rate,
+           'p95_duration_ms', s.p95_duration_ms,
+           'computed_at', %(now)s::timestamptz)
+  FROM destinations d2
+  LEFT JOIN (
+        SELECT dl.destination_id, count(*) AS attempts,
+               round(avg((a.outcome = 'sent')::int)::numeric, 4) AS success_rate,
+               round(percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms)::numeric)
+                   AS p95_duration_ms
+          FROM delivery_attempts a
+          JOIN deliveries dl ON dl.id = a.delivery_id
+         WHERE a.started_at > %(now)s - interval '24 hours' AND a.started_at <= %(now)s
+           AND a.outcome <> 'fenced' AND dl.destination_id IS NOT NULL
+         GROUP BY dl.destination_id) s ON s.destination_id = d2.id
+ WHERE d.id = d2.id AND d2.deleted_at IS NULL
