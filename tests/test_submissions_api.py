@@ -183,3 +183,19 @@ async def test_events__ascending_after_an_id(services: Services, conn: Conn) -> 
     page = later.json()
     assert [e["subject"] for e in page["data"]] == [receipts[1]]
     assert page["next_cursor"] == str(page["data"][0]["id"])
+
+
+async def test_submissions__openapi_lists_the_routes(services: Services) -> None:
+    from openapi_spec_validator import validate
+
+    async with api_client(services, "pb_none") as api:
+        spec = (await api.get("/v1/openapi.json")).json()
+    validate(spec)
+    assert {
+        "/v1/submissions",
+        "/v1/submissions/export.csv",
+        "/v1/submissions/{submission_id}",
+        "/v1/submissions/{submission_id}/erase",
+        "/v1/submissions/{submission_id}/attachments/{attachment_id}",
+        "/v1/events",
+    } <= set(spec["paths"])

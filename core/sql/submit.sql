@@ -40,8 +40,6 @@ SELECT id, payload_hash
         OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
             AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
             AND received_at > %(now)s - interval '60 seconds'))
- ORDER BY received_at DESC
- LIMIT 1
 
 -- name: lock_double_submit
 -- Serialise identical key-less submits of one client to one form until commit, so the
@@ -57,13 +55,14 @@ WITH existing AS (
     SELECT id, payload_hash
       FROM submissions
      WHERE form_id = %(form_id)s
-       -- Two index-friendly arms (the unique key; the client's recent rows), not a CASE.
+       -- Two index-friendly arms (the unique key; the client's recent rows), not a CASE,
+       -- and no ORDER BY/LIMIT, which would tempt the planner into walking the form's
+       -- whole time index. At most one row matches: keys are unique, and key-less
+       -- repeats within 60 s are folded into the first.
        AND (idempotency_key = %(idempotency_key)s::text
             OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
                 AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
                 AND received_at > %(now)s - interval '60 seconds'))
-     ORDER BY received_at DESC
-     LIMIT 1
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values", meta,
                              idempotency_key, payload_hash, client_hash, schema_version,

@@ -269,6 +269,12 @@ def load_million(url: str, ids: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -328,20 +334,24 @@ def main() -> int:
         script.write_text(PGBENCH_SCRIPT.format(**ids))
         results = []
         for concurrency in args.concurrency:
+            cpu_before = cpu_seconds(runner.pid)
             ours = drive(port, path, concurrency, args.duration)
+            ours["cpu_ms"] = (
+                (cpu_seconds(runner.pid) - cpu_before) / (ours["rps"] * args.duration) * 1000
+            )
             reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
             results.append((concurrency, ours, reference))
         print(f"cpus: {os.cpu_count()}, duration per run: {args.duration} s")
         print(
             f"{'conc':>4} | {'postbag req/s':>13} {'p50 ms':>7} {'p99 ms':>7} | "
-            f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}"
+            f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5} | runner CPU/req"
         )
         for concurrency, ours, reference in results:
             print(
                 f"{concurrency:>4} | {ours['rps']:>13.0f} {ours['p50_ms']:>7.2f} "
                 f"{ours['p99_ms']:>7.2f} | {reference['rps']:>12.0f} "
                 f"{reference['p50_ms']:>7.2f} {reference['p99_ms']:>7.2f} | "
-                f"{ours['rps'] / reference['rps']:>5.2f}"
+                f"{ours['rps'] / reference['rps']:>5.2f} | {ours['cpu_ms']:.2f} ms"
             )
         if not args.skip_million:
             empty = next((r[1] for r in results if r[0] == 16), results[0][1])
