@@ -1,10 +1,23 @@
-"""The management API function: Mangum over the api app, built once per sandbox."""
+"""The management API function: Mangum over the api app, built once per sandbox.
+
+A direct invocation with `{"postbag_command": "migrate"}` applies migrations instead.
+"""
+
+import asyncio
+from typing import Any
 
 from mangum import Mangum
 
+from core.admin import is_admin_command, run_admin_command
 from core.http.api_app import create_api_app
 from core.services import Services
 from core.settings import load_settings
 
 services = Services.from_settings(load_settings(), pool_max=2)
-handler = Mangum(create_api_app(services), lifespan="off")
+http = Mangum(create_api_app(services), lifespan="off")
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if is_admin_command(event):
+        return asyncio.get_event_loop().run_until_complete(run_admin_command(services, event))
+    return http(event, context)

@@ -7,6 +7,7 @@ import importlib
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -44,12 +45,15 @@ def invoke(
     events: list[dict[str, Any]],
     context: FakeContext,
     monkeypatch: pytest.MonkeyPatch,
+    *,
+    between: Callable[[int], None] | None = None,
     **env: str,
 ) -> list[Any]:
     """Cold-start `handlers.<name>` under `env` and call its handler once per event.
 
     Like the Lambda runtime, one thread imports the module and runs every invocation, so
     the event loop and the pool built at import are reused across warm invocations.
+    `between(i)` runs after the i-th invocation (e.g. to restart the database).
     """
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -63,7 +67,10 @@ def invoke(
         module: ModuleType | None = None
         try:
             module = importlib.import_module(f"handlers.{name}")
-            results.extend(module.handler(event, context) for event in events)
+            for index, event in enumerate(events):
+                results.append(module.handler(event, context))
+                if between is not None:
+                    between(index)
         except BaseException as exc:
             failure.append(exc)
         finally:
