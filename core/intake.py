@@ -18,7 +18,6 @@ from functools import lru_cache
 from typing import Any
 
 import httpx
-import jsonschema
 import psycopg
 from email_validator import EmailNotValidError, validate_email
 from psycopg.types.json import Jsonb
@@ -283,6 +282,9 @@ async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: 
 
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
+    # Imported here: only `enforce` forms need it, and it is a third of a cold start.
+    import jsonschema
+
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -291,9 +293,11 @@ def _validator(schema_json: str) -> Any:
 
 def schema_errors(schema: Mapping[str, Any], values: Mapping[str, Any]) -> list[dict[str, str]]:
     """The JSON Schema violations of `values` (at most 20); an unusable schema finds none."""
+    from jsonschema import SchemaError
+
     try:
         validator = _validator(json.dumps(schema, sort_keys=True))
-    except jsonschema.SchemaError:
+    except SchemaError:
         log.warning("form schema is not a valid JSON Schema; not enforced")
         return []
     errors = sorted(validator.iter_errors(dict(values)), key=lambda e: list(e.absolute_path))

@@ -6,7 +6,7 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
-from core.http.problems import install_problem_handlers
+from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
     alerts,
     deliveries,
@@ -49,7 +49,8 @@ def create_api_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     install_problem_handlers(app)
-    app.include_router(health.router)
+    install_validation_handler(app)
+    app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     return app

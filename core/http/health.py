@@ -1,17 +1,15 @@
-"""`GET /health`, served by both apps."""
+"""`GET /health`, served by both apps as a plain Starlette endpoint (no FastAPI on submit)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from core.health import check_health
-from core.http.deps import NowDep, ServicesDep
-
-router = APIRouter()
+from core.services import Services, utcnow
 
 
-@router.get("/health", include_in_schema=False)
-async def health(services: ServicesDep, now: NowDep) -> JSONResponse:
-    report = await check_health(services.db, now=now)
+async def health(request: Request) -> JSONResponse:
+    services: Services = request.app.state.services
+    report = await check_health(services.db, now=utcnow())
     return JSONResponse(report.as_dict(), status_code=200 if report.healthy else 503)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from core.errors import (
@@ -106,12 +106,29 @@ def problem_for(exc: PostbagError) -> JSONResponse:
     return problem(status, code, str(exc), errors=errors, headers=headers)
 
 
-def install_problem_handlers(app: FastAPI) -> None:
-    """Render every error the app can raise as problem+json."""
+def install_problem_handlers(app: Starlette) -> None:
+    """Render every error the app can raise as problem+json.
+
+    FastAPI's request validation errors are handled too when the app is a FastAPI app (the
+    api app); the submit app is plain Starlette, which keeps FastAPI off its cold start.
+    """
 
     async def on_postbag_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PostbagError)
         return problem_for(exc)
+
+    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return problem(exc.status_code, code, str(exc.detail))
+
+    app.add_exception_handler(PostbagError, on_postbag_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+
+
+def install_validation_handler(app: Starlette) -> None:
+    """Render FastAPI's request validation errors as `422 invalid_input` with the fields."""
+    from fastapi.exceptions import RequestValidationError
 
     async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -124,11 +141,4 @@ def install_problem_handlers(app: FastAPI) -> None:
         ]
         return problem(422, "invalid_input", "the request has invalid fields", errors=errors)
 
-    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, str(exc.detail))
-
-    app.add_exception_handler(PostbagError, on_postbag_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)

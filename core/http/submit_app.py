@@ -7,12 +7,12 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from fastapi import FastAPI, Request
+from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from core import __version__
 from core.clients import client_address
 from core.errors import PostbagError
 from core.http import health
@@ -139,15 +139,16 @@ async def preflight(request: Request) -> Response:
     return Response(status_code=204, headers=headers)
 
 
-def create_submit_app(services: Services) -> FastAPI:
-    """Build the submit app around one process's services."""
-    app = FastAPI(
-        title="Postbag submit", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
+def create_submit_app(services: Services) -> Starlette:
+    """Build the submit app around one process's services (plain Starlette: a small cold start)."""
+    app = Starlette(
+        routes=[
+            Route("/health", health.health, methods=["GET"]),
+            Route("/s/{form_id}", submit, methods=["POST"]),
+            Route("/s/{form_id}", preflight, methods=["OPTIONS"]),
+        ]
     )
     app.state.services = services
     app.state.clock = utcnow  # tests may replace it
     install_problem_handlers(app)
-    app.include_router(health.router)
-    app.router.routes.append(Route("/s/{form_id}", submit, methods=["POST"]))
-    app.router.routes.append(Route("/s/{form_id}", preflight, methods=["OPTIONS"]))
     return app
