@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import TEST_SECRET_KEY
+from tests.conftest import TEST_SECRET_KEY, subprocess_env
 from tests.lambda_support import FakeContext, invoke, load_event
 
 
@@ -32,3 +34,17 @@ def test_handler__function_url_get_health(
         "oldest_due_delivery_age_seconds": None,
         "stuck_file_deletions": 0,
     }
+
+
+def test_submit_handler__cold_import_leaves_out_boto3_and_fastapi(db_url: str) -> None:
+    # A cold start pays for every module imported; the submit path needs neither.
+    code = "import sys, handlers.submit; print(sorted({'boto3', 'fastapi'} & set(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"
