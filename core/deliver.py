@@ -37,7 +37,7 @@ class WorkerOptions:
     """How much a pass takes on at once."""
 
     batch: int = 200
-    concurrency: int = 64
+    concurrency: int = 16
     per_destination: int = 8
     lease: timedelta = timedelta(minutes=5)
     timeout: float = 10.0

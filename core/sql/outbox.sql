@@ -42,10 +42,13 @@ ranked AS (
       FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) candidates
 ),
 picked AS (
-    SELECT d.id FROM deliveries d JOIN ranked r ON r.id = d.id
-     ORDER BY r.turn, r.due_at
+    -- One primary-key probe per candidate, in turn order, until the batch is full: the
+    -- size of the table (its sent history) never enters the claim.
+    SELECT l.id
+      FROM (SELECT id, turn, due_at FROM ranked ORDER BY turn, due_at) r
+     CROSS JOIN LATERAL (
+        SELECT d.id FROM deliveries d WHERE d.id = r.id FOR UPDATE SKIP LOCKED) l
      LIMIT %(limit)s
-       FOR UPDATE OF d SKIP LOCKED
 ),
 claimed AS (
     -- Re-checked under the lock: another worker may have claimed a row since our snapshot.
@@ -119,13 +122,6 @@ UPDATE deliveries
        last_detail = %(detail)s, claim_token = NULL, claimed_until = NULL, updated_at = %(now)s
  WHERE id = %(id)s AND claim_token = %(claim_token)s AND status = 'sending'
 RETURNING id
-
--- name: insert_attempt
--- Record one send (its outcome is `fenced` when the claim had been lost meanwhile).
-INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token, started_at,
-                               duration_ms, outcome, http_status, error_class, response_excerpt)
-VALUES (%(organization_id)s, %(delivery_id)s, %(attempt)s, %(claim_token)s, %(started_at)s,
-        %(duration_ms)s, %(outcome)s, %(http_status)s, %(error_class)s, %(excerpt)s)
 
 -- name: release_held
 -- Un-hold the deliveries of organizations no longer over their monthly quota (an upgrade,
