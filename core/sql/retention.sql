@@ -77,7 +77,8 @@ SELECT version FROM added
 
 -- name: roll_up_destination_health
 -- Each live destination's success rate and p95 send duration over the last 24 hours of
--- attempts (fenced answers left out), stored in `health_stats`.
+-- attempts (fenced answers left out), stored in `health_stats`; at most every 5 minutes
+-- per destination, so a pass a minute does not rewrite every destination row.
 UPDATE destinations d
    SET health_stats = jsonb_build_object(
            'window_hours', 24,
@@ -97,3 +98,5 @@ UPDATE destinations d
            AND a.outcome <> 'fenced' AND dl.destination_id IS NOT NULL
          GROUP BY dl.destination_id) s ON s.destination_id = d2.id
  WHERE d.id = d2.id AND d2.deleted_at IS NULL
+   AND (d2.health_stats IS NULL
+        OR (d2.health_stats ->> 'computed_at')::timestamptz <= %(now)s - interval '5 minutes')
