@@ -38,12 +38,14 @@ SELECT count(*) AS stuck, min(created_at) AS oldest
    AND delete_attempts >= %(max_attempts)s
 
 -- name: observed_forms
--- Live `observe` forms with accepted submissions since their latest schema version.
+-- A page of live `observe` forms (by id, after a cursor) with accepted submissions since
+-- their latest schema version.
 SELECT f.id, f.organization_id, v.version, v.schema, v.created_at AS version_at
   FROM forms f
   LEFT JOIN LATERAL (SELECT version, schema, created_at FROM form_schemas
                       WHERE form_id = f.id ORDER BY version DESC LIMIT 1) v ON true
  WHERE f.schema_mode = 'observe' AND f.deleted_at IS NULL
+   AND (%(after)s::text IS NULL OR f.id > %(after)s::text)
    AND EXISTS (SELECT 1 FROM submissions s
                 WHERE s.form_id = f.id AND s.status = 'accepted' AND s."values" IS NOT NULL
                   AND s.received_at > coalesce(v.created_at, '-infinity'))
