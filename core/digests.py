@@ -40,7 +40,8 @@ GRACE = timedelta(seconds=30)
 class DigestOptions:
     """How much one pass takes on at once."""
 
-    routes: int = 1_000
+    # Routes read per page (every digest route is visited while the budget lasts).
+    routes: int = 500
     # Periods caught up per route per pass (a long outage catches up over several passes).
     periods_per_route: int = 48
 
@@ -167,16 +168,23 @@ async def run_digests(
     deadline = time.monotonic() + budget
     stats: Counter[str] = Counter()
     public_url = str(services.settings.public_url)
+    after: str | None = None
     async with services.db.connection() as conn:
-        cur = await conn.execute(queries["digest_routes"], {"limit": opts.routes})
-        routes = await cur.fetchall()
-        for route in routes:
-            if time.monotonic() > deadline:
-                break
-            stats["routes"] += 1
-            await _digest_route(
-                conn, route, now=now, options=opts, public_url=public_url, stats=stats
+        while time.monotonic() < deadline:
+            cur = await conn.execute(
+                queries["digest_routes"], {"limit": opts.routes, "after": after}
             )
+            routes = await cur.fetchall()
+            for route in routes:
+                if time.monotonic() > deadline:
+                    break
+                stats["routes"] += 1
+                await _digest_route(
+                    conn, route, now=now, options=opts, public_url=public_url, stats=stats
+                )
+            if len(routes) < opts.routes:
+                break
+            after = routes[-1]["id"]
     return dict(stats)
 
 

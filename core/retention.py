@@ -159,59 +159,78 @@ def _shape(schema: Mapping[str, Any] | None) -> Any:
     )
 
 
-async def infer_schemas(conn: Conn, *, now: datetime, options: RetentionOptions) -> int:
+async def infer_schemas(
+    conn: Conn, *, now: datetime, options: RetentionOptions, deadline: float | None = None
+) -> int:
     """Append an inferred version for each `observe` form whose observed shape changed."""
-    cur = await conn.execute(queries["observed_forms"], {"limit": options.forms_per_pass})
     appended = 0
-    for form in await cur.fetchall():
-        rows = await (
-            await conn.execute(
-                queries["observed_values"],
-                {
-                    "form_id": form["id"],
-                    "since": form["version_at"],
-                    "limit": options.inference_sample,
-                },
-            )
-        ).fetchall()
-        samples = [row["values"] for row in rows if isinstance(row["values"], dict)]
-        if not samples:
-            continue
-        schema = infer_schema(samples)
-        if _shape(schema) == _shape(form["schema"]):
-            continue
-        added = await (
-            await conn.execute(
-                queries["append_inferred_schema"],
-                {
-                    "organization_id": form["organization_id"],
-                    "form_id": form["id"],
-                    "version": (form["version"] or 0) + 1,
-                    "schema": Jsonb(schema),
-                    "now": now,
-                },
-            )
-        ).fetchone()
-        if added is not None:
-            appended += 1
-            log.info(
-                "schema inferred",
-                extra={
-                    "org_id": form["organization_id"],
-                    "form_id": form["id"],
-                    "detail": {"version": added["version"]},
-                },
-            )
+    after: str | None = None
+    while deadline is None or time.monotonic() < deadline:
+        cur = await conn.execute(
+            queries["observed_forms"], {"limit": options.forms_per_pass, "after": after}
+        )
+        forms = await cur.fetchall()
+        for form in forms:
+            appended += await _infer_one(conn, form, now=now, options=options)
+        if len(forms) < options.forms_per_pass:
+            break
+        after = forms[-1]["id"]
     return appended
 
 
+async def _infer_one(
+    conn: Conn, form: Mapping[str, Any], *, now: datetime, options: RetentionOptions
+) -> int:
+    rows = await (
+        await conn.execute(
+            queries["observed_values"],
+            {
+                "form_id": form["id"],
+                "since": form["version_at"],
+                "limit": options.inference_sample,
+            },
+        )
+    ).fetchall()
+    samples = [row["values"] for row in rows if isinstance(row["values"], dict)]
+    if not samples:
+        return 0
+    schema = infer_schema(samples)
+    if _shape(schema) == _shape(form["schema"]):
+        return 0
+    added = await (
+        await conn.execute(
+            queries["append_inferred_schema"],
+            {
+                "organization_id": form["organization_id"],
+                "form_id": form["id"],
+                "version": (form["version"] or 0) + 1,
+                "schema": Jsonb(schema),
+                "now": now,
+            },
+        )
+    ).fetchone()
+    if added is None:
+        return 0  # another pass appended this version first
+    log.info(
+        "schema inferred",
+        extra={
+            "org_id": form["organization_id"],
+            "form_id": form["id"],
+            "detail": {"version": added["version"]},
+        },
+    )
+    return 1
+
+
 async def housekeeping(
-    services: Services, *, now: datetime, options: RetentionOptions
+    services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
     """Schema inference, the destination health rollup and the release of held deliveries."""
     stats: Counter[str] = Counter()
     async with services.db.connection() as conn:
-        stats["schemas_inferred"] = await infer_schemas(conn, now=now, options=options)
+        stats["schemas_inferred"] = await infer_schemas(
+            conn, now=now, options=options, deadline=deadline
+        )
         cur = await conn.execute(queries["roll_up_destination_health"], {"now": now})
         stats["destinations_rolled_up"] = cur.rowcount
         # The same statement the deliver tick runs first: an upgrade or a new month releases
@@ -238,7 +257,9 @@ async def run_retention(
     stats.update(
         await delete_stored_objects(services, store, now=now, options=opts, deadline=deadline)
     )
-    stats.update(await housekeeping(services, now=now, options=opts))
+    stats.update(
+        await housekeeping(services, now=now, options=opts, deadline=deadline + opts.margin)
+    )
     return dict(stats)
 
 

@@ -57,6 +57,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 # Query strings an operation needs to succeed on the caller's own objects.
 QUERIES: dict[tuple[str, str], str] = {
     ("GET", "/v1/submissions/export.csv"): "?form={form_id}",
+    ("GET", "/v1/digests"): "?route={route_id}",
 }
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
@@ -101,7 +102,28 @@ async def _world(
         "VALUES (%(id)s, %(org)s, 'delivery.dead', %(dst)s)",
         {"id": alert_id, "org": who.scope.organization_id, "dst": inbox["id"]},
     )
+    # A digest of the route and its delivery, as the digest tick would leave them.
+    digest_id = new_id("dgs")
+    await conn.execute(
+        "INSERT INTO digests (id, organization_id, route_id, period_key, period_start,"
+        " period_end, submission_count) VALUES (%(id)s, %(org)s, %(rte)s, '2026-01-01',"
+        " '2026-01-01', '2026-01-02', 1)",
+        {"id": digest_id, "org": who.scope.organization_id, "rte": route["id"]},
+    )
+    await conn.execute(
+        "INSERT INTO deliveries (id, organization_id, kind, digest_id, route_id, destination_id,"
+        " channel, max_attempts, payload, target) VALUES (%(id)s, %(org)s, 'digest', %(dgs)s,"
+        " %(rte)s, %(dst)s, 'email', 8, '{}', '{}')",
+        {
+            "id": new_id("dlv"),
+            "org": who.scope.organization_id,
+            "dgs": digest_id,
+            "rte": route["id"],
+            "dst": inbox["id"],
+        },
+    )
     return {
+        "digest_id": digest_id,
         "form_id": form["id"],
         "destination_id": inbox["id"],
         "spare_destination_id": spare["id"],

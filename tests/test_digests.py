@@ -216,3 +216,44 @@ async def test_digest__email_text(services: Services, conn: Conn) -> None:
     assert row["period_key"] == "2027-W09"
     assert row["payload"]["subject"] == "3 new submissions to Contact (2027-W09)"
     assert row["payload"]["text"].startswith("3 new submissions to Contact (2027-W09)\n")
+
+
+async def test_digest__submit_plans_no_immediate_delivery_for_a_digest_route(
+    services: Services, conn: Conn
+) -> None:
+    from tests.conftest import make_org
+    from tests.submit_support import create_destination, create_form, create_route, submit_client
+
+    scope, _ = await make_org(conn)
+    form = await create_form(conn, scope)
+    await create_route(
+        conn, scope, form, await create_destination(conn, scope), mode="digest", period="daily"
+    )
+    async with submit_client(services) as client:
+        response = await client.post(
+            f"/s/{form}", data={"name": "Ada"}, headers={"Accept": "application/json"}
+        )
+    assert response.status_code == 201
+    cur = await conn.execute("SELECT count(*) AS n FROM deliveries")
+    assert (await cur.fetchone() or {})["n"] == 0
+
+
+async def test_digest__a_later_erase_scrubs_the_digest_snapshot(
+    services: Services, conn: Conn
+) -> None:
+    from core.submissions import erase_many
+
+    tenant = await make_tenant(conn)
+    _, rte = await _digest_route(conn, tenant)
+    kept = await _submit(conn, tenant, DAY1 + timedelta(hours=1), {"name": "Ada"})
+    gone = await _submit(conn, tenant, DAY1 + timedelta(hours=2), {"name": "Bob"})
+    now = DAY1 + timedelta(days=1, minutes=1)
+    await run_digests(services, now=now, budget=10)
+    async with conn.transaction():
+        await erase_many(conn, ids=[gone], now=now, reason="requested")
+    [row] = await _digests(conn, rte)
+    assert row["payload"]["submissions"] == [
+        {"receipt": kept, "submitted_at": "2027-03-01T01:00:00.000Z", "values": {"name": "Ada"}},
+        {"receipt": gone, "submitted_at": "2027-03-01T02:00:00.000Z"},
+    ]
+    assert row["payload"]["count"] == 2

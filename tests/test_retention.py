@@ -235,3 +235,21 @@ async def test_retention__a_hundred_thousand_expired_rows_in_batches_of_500(
     )
     events = await rows(conn, "SELECT count(*) AS n FROM events WHERE type = 'submission.erased'")
     assert events == [{"n": 100_000}]
+
+
+async def test_retention__concurrent_passes_erase_each_row_once(
+    services: Services, conn: Conn
+) -> None:
+    import asyncio
+
+    await _expired_rows(conn, 1_250)
+    now = utcnow()
+    results = await asyncio.gather(
+        *(
+            run_retention(services, now=now, budget=30, options=RetentionOptions(batch=200))
+            for _ in range(2)
+        )
+    )
+    assert sum(r.get("expired", 0) for r in results) == 1_250
+    events = await rows(conn, "SELECT count(*) AS n FROM events WHERE type = 'submission.erased'")
+    assert events == [{"n": 1_250}]

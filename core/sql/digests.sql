@@ -1,6 +1,6 @@
 -- name: digest_routes
--- Live digest routes with live destinations, with what a digest delivery snapshots and
--- where the last digest ended.
+-- A page of live digest routes (by id, after a cursor) with live destinations, with what a
+-- digest delivery snapshots and where the last digest ended.
 SELECT r.id, r.organization_id, r.form_id, r.destination_id, r.include_statuses, r.period,
        r.template, r.updated_at, f.name AS form_name, d.type AS channel, d.config,
        (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
@@ -10,6 +10,7 @@ SELECT r.id, r.organization_id, r.form_id, r.destination_id, r.include_statuses,
   JOIN forms f ON f.id = r.form_id AND f.deleted_at IS NULL
   JOIN destinations d ON d.id = r.destination_id AND d.deleted_at IS NULL
  WHERE r.mode = 'digest' AND r.enabled AND r.deleted_at IS NULL
+   AND (%(after)s::text IS NULL OR r.id > %(after)s::text)
  ORDER BY r.id
  LIMIT %(limit)s
 

@@ -38,12 +38,14 @@ SELECT count(*) AS stuck, min(created_at) AS oldest
    AND delete_attempts >= %(max_attempts)s
 
 -- name: observed_forms
--- Live `observe` forms with accepted submissions since their latest schema version.
+-- A page of live `observe` forms (by id, after a cursor) with accepted submissions since
+-- their latest schema version.
 SELECT f.id, f.organization_id, v.version, v.schema, v.created_at AS version_at
   FROM forms f
   LEFT JOIN LATERAL (SELECT version, schema, created_at FROM form_schemas
                       WHERE form_id = f.id ORDER BY version DESC LIMIT 1) v ON true
  WHERE f.schema_mode = 'observe' AND f.deleted_at IS NULL
+   AND (%(after)s::text IS NULL OR f.id > %(after)s::text)
    AND EXISTS (SELECT 1 FROM submissions s
                 WHERE s.form_id = f.id AND s.status = 'accepted' AND s."values" IS NOT NULL
                   AND s.received_at > coalesce(v.created_at, '-infinity'))
@@ -77,7 +79,8 @@ SELECT version FROM added
 
 -- name: roll_up_destination_health
 -- Each live destination's success rate and p95 send duration over the last 24 hours of
--- attempts (fenced answers left out), stored in `health_stats`.
+-- attempts (fenced answers left out), stored in `health_stats`; at most every 5 minutes
+-- per destination, so a pass a minute does not rewrite every destination row.
 UPDATE destinations d
    SET health_stats = jsonb_build_object(
            'window_hours', 24,
@@ -97,3 +100,5 @@ UPDATE destinations d
            AND a.outcome <> 'fenced' AND dl.destination_id IS NOT NULL
          GROUP BY dl.destination_id) s ON s.destination_id = d2.id
  WHERE d.id = d2.id AND d2.deleted_at IS NULL
+   AND (d2.health_stats IS NULL
+        OR (d2.health_stats ->> 'computed_at')::timestamptz <= %(now)s - interval '5 minutes')
