@@ -150,6 +150,7 @@ class Deliverer:
         per_destination: dict[str, asyncio.Semaphore] = {}
         failing: dict[str, bool] = {}
         window = opts.concurrency * 2
+        claim_of: dict[asyncio.Task[None], Claim] = {}
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
         first = True
@@ -176,9 +177,27 @@ class Deliverer:
                     self._handle(claim, state, http, sends, per_destination, failing)
                 )
                 tasks.add(task)
+                claim_of[task] = claim
                 task.add_done_callback(tasks.discard)
         if tasks:
-            await asyncio.gather(*tasks)
+            _, late = await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0))
+            if late:
+                await self._give_back(late, claim_of, state)
+
+    async def _give_back(
+        self, late: set[asyncio.Task[None]], claim_of: dict[asyncio.Task[None], Claim], state: _Pass
+    ) -> None:
+        """The budget ran out with sends in flight (a short Lambda budget): stop them and give
+        their claims back at once, attempts unspent, rather than leave them to their lease."""
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        async with self.services.db.connection() as conn:
+            for task in late:
+                claim = claim_of[task]
+                if await outbox.release(conn, claim, now=state.now(), detail="pass_ended"):
+                    state.stats["given_back"] += 1
+                    log.info("claim given back at the end of the pass", extra=claim.log_ids)
 
     async def _handle(
         self,

@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     trusted_proxies: list[str] = Field(default_factory=list)
     db_pool_max: int = Field(default=10, ge=1, le=100)
     db_connect_timeout: float = Field(default=5.0, gt=0, le=60)
+    deliver_loop_seconds: int = Field(default=0, ge=0, le=840)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("secret_key")

@@ -4,11 +4,12 @@ import asyncio
 import contextlib
 import json
 import time
+from datetime import timedelta
 
 import pytest
 
 from core.db import Conn
-from core.services import Services
+from core.services import Services, utcnow
 from local.runner import cron_loop, listen
 from tests.conftest import TEST_SECRET_KEY, subprocess_env
 from tests.lambda_support import FakeContext, invoke, load_event
@@ -19,7 +20,7 @@ from tests.outbox_support import (
     make_destination,
     make_tenant,
 )
-from tests.peers import receiver
+from tests.peers import hang, receiver
 from tests.test_cli import postbag
 
 
@@ -100,3 +101,66 @@ async def test_cron_loop__delivers_on_notify_before_the_tick(
                 await loop_task
     assert peer.requests, "not delivered"
     assert elapsed < 5  # far sooner than the 15 s tick
+
+
+async def test_deliver_tick_handler__stops_in_time_with_3_seconds_left(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The receiver holds every request for 8 s; the invocation has 3 s left.
+    with receiver(hang(8)) as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        started = time.monotonic()
+        [result] = await asyncio.to_thread(
+            invoke,
+            "deliver_tick",
+            [load_event("eventbridge_scheduled.json")],
+            FakeContext(remaining_ms=3_000),
+            monkeypatch,
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+        )
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.0, elapsed
+    assert (result["claimed"], result["given_back"]) == (1, 1)
+    row = await delivery(conn, dlv)
+    # Given back at once, attempt unspent: not left `sending` for its lease to run out.
+    assert (row["status"], row["attempts"], row["claimed_until"]) == ("pending", 0, None)
+    stranded = await conn.execute(
+        "SELECT count(*) AS n FROM deliveries WHERE status = 'sending'"
+        " AND (claimed_until IS NULL OR claim_token IS NULL)"
+    )
+    assert await stranded.fetchone() == {"n": 0}
+
+
+async def test_deliver_tick_handler__loops_for_a_shorter_cadence(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with receiver() as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        # Due a moment after the invocation starts: only a later pass of the loop sends it.
+        _, dlv = await make_delivery(
+            conn,
+            tenant,
+            dst,
+            rte,
+            target={"url": peer.url},
+            next_attempt_at=utcnow() + timedelta(seconds=1.5),
+        )
+        [result] = await asyncio.to_thread(
+            invoke,
+            "deliver_tick",
+            [load_event("eventbridge_scheduled.json")],
+            FakeContext(remaining_ms=30_000),
+            monkeypatch,
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+            POSTBAG_DELIVER_LOOP_SECONDS="4",
+        )
+    assert result["passes"] >= 2
+    assert result["sent"] == 1
+    assert (await delivery(conn, dlv))["status"] == "sent"

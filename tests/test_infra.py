@@ -69,7 +69,13 @@ def test_template__passes_cfn_lint() -> None:
 def test_template__functions_urls_and_schedules(transformed: dict[str, Any]) -> None:
     resources = transformed["Resources"]
     functions = _of_type(resources, "AWS::Lambda::Function")
-    assert set(functions) == {"SubmitFunction", "ApiFunction", "DeliverTickFunction"}
+    assert set(functions) == {
+        "SubmitFunction",
+        "ApiFunction",
+        "DeliverTickFunction",
+        "DigestTickFunction",
+        "RetentionTickFunction",
+    }
     urls = _of_type(resources, "AWS::Lambda::Url")
     assert {u["Properties"]["TargetFunctionArn"]["Ref"] for u in urls.values()} == {
         "SubmitFunction",
@@ -80,7 +86,9 @@ def test_template__functions_urls_and_schedules(transformed: dict[str, Any]) -> 
     rules = _of_type(resources, "AWS::Events::Rule")
     assert {r["Properties"]["ScheduleExpression"] for r in rules.values()} == {"rate(1 minute)"}
     assert {r["Properties"]["Targets"][0]["Arn"]["Fn::GetAtt"][0] for r in rules.values()} == {
-        "DeliverTickFunction"
+        "DeliverTickFunction",
+        "DigestTickFunction",
+        "RetentionTickFunction",
     }
     for function in functions.values():
         variables = function["Properties"]["Environment"]["Variables"]
@@ -109,7 +117,10 @@ def test_template__least_privilege_per_function(transformed: dict[str, Any]) -> 
     resources = transformed["Resources"]
     submit = _actions(_statements(resources, "SubmitFunctionRole"))
     deliver = _actions(_statements(resources, "DeliverTickFunctionRole"))
+    retention = _actions(_statements(resources, "RetentionTickFunctionRole"))
     assert submit == {"s3:PutObject"}
+    assert retention == {"s3:DeleteObject"}
+    assert _actions(_statements(resources, "DigestTickFunctionRole")) == set()
     assert not any(action.startswith("ses:") for action in submit)
     assert not any(action.startswith("s3:") for action in deliver)
     assert {"ses:SendEmail", "ses:SendRawEmail"} <= deliver
@@ -128,7 +139,7 @@ def test_image__every_handler_name_is_an_importable_callable(
     monkeypatch.setenv("POSTBAG_DATABASE_URL", db_url)
     monkeypatch.setenv("POSTBAG_SECRET_KEY", TEST_SECRET_KEY)
     names = _handler_names()
-    assert {"handlers.submit.handler", "handlers.api.handler"} <= names
+    assert len(names) == 5
     found: dict[str, bool] = {}
 
     def load() -> None:
