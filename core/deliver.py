@@ -43,6 +43,10 @@ class WorkerOptions:
     timeout: float = 10.0
     # Time kept back at the end of the budget to write the last outcomes.
     margin: float = 2.0
+    # Whether sends still in flight when the budget ends are stopped and their claims given
+    # back (the ticks: a Lambda invocation ends at its deadline), or awaited (a soft budget
+    # that only stops new claims).
+    strict_budget: bool = False
 
 
 _clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
@@ -179,10 +183,12 @@ class Deliverer:
                 tasks.add(task)
                 claim_of[task] = claim
                 task.add_done_callback(tasks.discard)
-        if tasks:
+        if tasks and opts.strict_budget:
             _, late = await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0))
             if late:
                 await self._give_back(late, claim_of, state)
+        elif tasks:
+            await asyncio.gather(*tasks)
 
     async def _give_back(
         self, late: set[asyncio.Task[None]], claim_of: dict[asyncio.Task[None], Claim], state: _Pass
@@ -415,5 +421,7 @@ class Deliverer:
 
 
 async def deliver_pass(services: Services, now: datetime, budget: float) -> Mapping[str, Any]:
-    """The `deliver` tick: one pass with the default options."""
-    return await Deliverer(services).run_pass(now=now, budget=budget)
+    """The `deliver` tick: one pass that never outlives its budget."""
+    return await Deliverer(services, options=WorkerOptions(strict_budget=True)).run_pass(
+        now=now, budget=budget
+    )
