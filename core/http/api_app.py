@@ -6,11 +6,14 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers
 from core.services import Services
 
 # Each resource's router; a new resource adds its router here.
 V1_ROUTERS: list[APIRouter] = []
+# Each dashboard page's router (served under /app).
+DASHBOARD_ROUTERS: list[APIRouter] = []
 
 
 def create_api_app(services: Services) -> FastAPI:
@@ -27,4 +30,5 @@ def create_api_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
+    install_dashboard(app, DASHBOARD_ROUTERS)
     return app

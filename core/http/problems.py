@@ -52,17 +52,28 @@ def status_and_code(exc: PostbagError) -> tuple[int, str]:
     return 500, "internal_error"
 
 
+def error_response(exc: PostbagError) -> JSONResponse:
+    """The problem+json answer to a domain error."""
+    status, code = status_and_code(exc)
+    errors = exc.errors if isinstance(exc, InvalidInput) else None
+    headers = {"Retry-After": "5"} if isinstance(exc, Unavailable) else None
+    if status >= 500:
+        log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
+    return problem(status, code, str(exc), errors=errors, headers=headers)
+
+
+def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
+    """The problem+json answer to a routing error (unknown path, wrong method)."""
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return problem(exc.status_code, code, str(exc.detail))
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
     async def on_postbag_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PostbagError)
-        status, code = status_and_code(exc)
-        errors = exc.errors if isinstance(exc, InvalidInput) else None
-        headers = {"Retry-After": "5"} if isinstance(exc, Unavailable) else None
-        if status >= 500:
-            log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
-        return problem(status, code, str(exc), errors=errors, headers=headers)
+        return error_response(exc)
 
     async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -77,8 +88,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, str(exc.detail))
+        return http_error_response(exc)
 
     app.add_exception_handler(PostbagError, on_postbag_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
