@@ -6,6 +6,7 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers
 from core.http.v1 import (
     alerts,
@@ -34,6 +35,8 @@ V1_ROUTERS: list[APIRouter] = [
     alerts.router,
     usage.router,
 ]
+# Each dashboard page's router (served under /app).
+DASHBOARD_ROUTERS: list[APIRouter] = []
 
 
 def create_api_app(services: Services) -> FastAPI:
@@ -50,4 +53,5 @@ def create_api_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
+    install_dashboard(app, DASHBOARD_ROUTERS)
     return app
