@@ -276,3 +276,18 @@ async def export_csv(
                         ]
                     )
                 yield buffer.getvalue()
+
+
+@scoped
+async def delivery_counts(
+    conn: Conn, scope: OrgScope, submission_ids: list[str]
+) -> dict[str, dict[str, int]]:
+    """For each submission, how many of its deliveries are in each state."""
+    cur = await conn.execute(
+        queries["delivery_counts_for_submissions"],
+        {"organization_id": scope.organization_id, "ids": submission_ids},
+    )
+    counts: dict[str, dict[str, int]] = {}
+    for row in await cur.fetchall():
+        counts.setdefault(row["submission_id"], {})[row["status"]] = row["n"]
+    return counts

@@ -6,6 +6,7 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.dashboard import views as dashboard_views
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers
 from core.http.v1 import (
@@ -36,7 +37,7 @@ V1_ROUTERS: list[APIRouter] = [
     usage.router,
 ]
 # Each dashboard page's router (served under /app).
-DASHBOARD_ROUTERS: list[APIRouter] = []
+DASHBOARD_ROUTERS: list[APIRouter] = [dashboard_views.router]
 
 
 def create_api_app(services: Services) -> FastAPI:

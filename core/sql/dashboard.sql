@@ -23,3 +23,28 @@ DELETE FROM dashboard_sessions WHERE id_hash = %(id_hash)s
 -- Forget sessions idle for longer than the limit.
 DELETE FROM dashboard_sessions
  WHERE last_seen_at <= %(now)s - make_interval(secs => %(idle_seconds)s)
+
+-- name: delivery_counts_for_submissions
+-- For the inbox's one-line summary: how many of each submission's deliveries are in each state.
+SELECT submission_id, status, count(*)::int AS n
+  FROM deliveries
+ WHERE organization_id = %(organization_id)s AND submission_id = ANY(%(ids)s::text[])
+ GROUP BY submission_id, status
+
+-- name: destination_success_rates
+-- Share of each destination's finished deliveries of the last 7 days that were sent.
+SELECT destination_id,
+       count(*) FILTER (WHERE status = 'sent')::int AS sent,
+       count(*) FILTER (WHERE status IN ('sent', 'dead', 'failed'))::int AS finished
+  FROM deliveries
+ WHERE organization_id = %(organization_id)s AND destination_id IS NOT NULL
+   AND created_at > %(now)s - interval '7 days'
+ GROUP BY destination_id
+
+-- name: recent_events
+-- The organization's newest events, newest first.
+SELECT id, type, subject_id, data, created_at
+  FROM events
+ WHERE organization_id = %(organization_id)s
+ ORDER BY id DESC
+ LIMIT %(limit)s
