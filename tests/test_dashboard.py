@@ -123,8 +123,8 @@ async def test_send_again_refusal_is_shown_in_place(services: Services, conn: Co
     _scope, key, form_id, _destination = await _world(conn)
     receipt = await _submission(services, form_id)
     await conn.execute(
-        "UPDATE deliveries SET status = 'dead', reason = 'max_attempts', attempts = 8, "
-        "last_detail = 'HTTP 503' WHERE submission_id = %(id)s",
+        "UPDATE deliveries SET status = 'dead', reason = 'attempts_exhausted', attempts = 8, "
+        "last_detail = 'http_503' WHERE submission_id = %(id)s",
         {"id": receipt},
     )
     async with dashboard_client(services) as client:
@@ -152,7 +152,7 @@ async def test_send_again_requeues(services: Services, conn: Conn) -> None:
     _scope, key, form_id, _destination = await _world(conn)
     receipt = await _submission(services, form_id)
     await conn.execute(
-        "UPDATE deliveries SET status = 'dead', reason = 'max_attempts', attempts = 8 "
+        "UPDATE deliveries SET status = 'dead', reason = 'attempts_exhausted', attempts = 8 "
         "WHERE submission_id = %(id)s",
         {"id": receipt},
     )

@@ -7,6 +7,7 @@ turn forms into their arguments and results into pages.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -36,14 +37,26 @@ _REASONS = {
     "values_expired": "the values passed their retention",
     "destination_paused": "the destination is paused",
     "destination_removed": "the destination was removed",
-    "max_attempts": "every attempt failed",
-    "permanent": "the receiver refused it",
+    "attempts_exhausted": "every attempt failed",
+    "email_log_only": "email is set to log only on this server",
 }
+_HTTP = re.compile(r"http_(\d{3})")
 
 
-def _words(reason: str | None) -> str:
+def detail_words(detail: str | None) -> str:
+    """A delivery's last detail as shown, e.g. `http_503` as `HTTP 503`."""
+    if not detail:
+        return ""
+    found = _HTTP.fullmatch(detail)
+    return f"HTTP {found.group(1)}" if found else detail.replace("_", " ")
+
+
+def reason_words(reason: str | None) -> str:
+    """Why a delivery ended unsent, in words."""
     if not reason:
         return ""
+    if _HTTP.fullmatch(reason):
+        return f"the receiver answered {detail_words(reason)}"
     return _REASONS.get(reason, reason.replace("_", " "))
 
 
@@ -171,7 +184,8 @@ async def _receipt(
             form = {"id": found["form"], "name": found["form"], "labels": {}}
     for line in found["deliveries"]:
         line["state"], line["css"] = delivery_state(line)
-        line["reason_words"] = _words(line.get("reason"))
+        line["reason_words"] = reason_words(line.get("reason"))
+        line["detail_words"] = detail_words(line.get("last_detail"))
         line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
     return await page(
         request,
