@@ -64,14 +64,16 @@ async def list_submissions(
     since: datetime | None,
     before: tuple[datetime, str] | None,
     limit: int,
+    flag: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One page, newest first, without values."""
+    """One page, newest first, without values (only those flagged `flag`, e.g. `test`)."""
     cur = await conn.execute(
         queries["list_submissions"],
         {
             "organization_id": scope.organization_id,
             "form_id": form_id,
             "status": status,
+            "flag": flag,
             "since": since,
             "before_at": before[0] if before else None,
             "before_id": before[1] if before else None,

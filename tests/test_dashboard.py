@@ -8,6 +8,7 @@ from core.db import Conn
 from core.services import Services
 from tests.conftest import make_org
 from tests.dashboard_support import csrf_of, dashboard_client, sign_in
+from tests.peers import receiver, status
 from tests.submit_support import (
     WEBHOOK_SECRET,
     create_destination,
@@ -53,6 +54,9 @@ async def test_every_page_renders_and_values_stay_out_of_the_inbox(
         assert "1 waiting" in inbox.text
         filtered = await client.get("/app", params={"form": form_id, "status": "spam"})
         assert receipt not in filtered.text
+        assert receipt not in (await client.get("/app", params={"status": "test"})).text
+        await conn.execute("UPDATE submissions SET flags = '{test}'")
+        assert receipt in (await client.get("/app", params={"status": "test"})).text
         page = await client.get(f"/app/submissions/{receipt}")
         assert page.status_code == 200
         text = page.text
@@ -318,3 +322,52 @@ async def test_inbox_loads_more_with_a_cursor(services: Services, conn: Conn) ->
         second = await client.get("/app?" + more)
         assert second.text.count('class="receipt"') == 5 and "Load more" not in second.text
         assert "sub_000055" in second.text
+
+
+async def test_attachment_download_goes_through_the_same_checks(
+    services: Services, conn: Conn
+) -> None:
+    scope, key = await make_org(conn)
+    form_id = await create_form(conn, scope, file_fields={"notes": {"types": [".txt"]}})
+    async with submit_client(services) as client:
+        response = await client.post(
+            f"/s/{form_id}",
+            data={"name": "Ada"},
+            files=[("notes", ("notes.txt", b"hello from ada\n", "text/plain"))],
+            headers={"Accept": "application/json"},
+        )
+    assert response.status_code == 201, response.text
+    receipt = response.json()["receipt"]
+    _other, other_key = await make_org(conn, name="Other")
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, key)
+        page = await client.get(f"/app/submissions/{receipt}")
+        assert "notes.txt" in page.text and "15 bytes" in page.text
+        link = page.text.split(f'href="/app/submissions/{receipt}/attachments/', 1)[1]
+        url = f"/app/submissions/{receipt}/attachments/" + link.split('"', 1)[0]
+        download = await client.get(url)
+        assert download.status_code == 200 and download.content == b"hello from ada\n"
+        assert "attachment" in download.headers["content-disposition"]
+        await client.post(
+            f"/app/submissions/{receipt}/erase", data={"csrf": token, "confirm": "yes"}
+        )
+        gone = await client.get(url)
+        assert gone.status_code == 409 and "text/html" in gone.headers["content-type"]
+    async with dashboard_client(services) as client:
+        await sign_in(client, other_key)
+        assert (await client.get(url)).status_code == 404
+
+
+async def test_send_test_shows_the_result(services: Services, conn: Conn) -> None:
+    scope, key = await make_org(conn)
+    with receiver(status(503)) as peer:
+        destination = await create_destination(conn, scope, config={"url": f"{peer.url}/in"})
+        async with dashboard_client(services) as client:
+            token = await sign_in(client, key)
+            response = await client.post(
+                f"/app/destinations/{destination}/test", data={"csrf": token}
+            )
+        assert response.status_code == 200
+        assert "not delivered" in response.text and "503" in response.text
+        assert len(peer.requests) == 1
+        assert WEBHOOK_SECRET not in response.text
