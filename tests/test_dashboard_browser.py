@@ -198,6 +198,9 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
             page.locator("#r-dest").select_option(label=f"{name} (webhook)")
             page.get_by_role("button", name="Add route").click()
         expect(page.get_by_role("cell", name="Old CRM webhook")).to_be_visible()
+        page.screenshot(path=str(shots / "form.png"), full_page=True)
+        page.goto(f"{app.url}/app/destinations")
+        page.screenshot(path=str(shots / "destinations.png"), full_page=True)
 
         # A visitor posts the plain HTML form from the other origin.
         site.action = f"{app.url}/s/{form_id}"
