@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.db import Conn
+from core.deliver import close_shared_client
 from core.services import Services
 from tests.conftest import make_org
 from tests.dashboard_support import csrf_of, dashboard_client, sign_in
@@ -369,5 +370,6 @@ async def test_send_test_shows_the_result(services: Services, conn: Conn) -> Non
             )
         assert response.status_code == 200
         assert "not delivered" in response.text and "503" in response.text
+        await close_shared_client()  # its keep-alive socket belongs to this test's loop
         assert len(peer.requests) == 1
         assert WEBHOOK_SECRET not in response.text

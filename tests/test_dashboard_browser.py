@@ -26,6 +26,7 @@ import pytest
 import uvicorn
 
 from core.db import connect
+from core.deliver import close_shared_client
 from core.services import Services, utcnow
 from core.settings import load_settings
 from core.ticks import TICKS, run_pass
@@ -81,6 +82,7 @@ def postbag(db_url: str, tmp_path: Path) -> Iterator[Server]:
     finally:
         server.should_exit = True
         thread.join(10)
+        loop.run_until_complete(close_shared_client())  # the delivery pass's client
         loop.run_until_complete(services.db.close())
         loop.close()
 
