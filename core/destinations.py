@@ -8,6 +8,7 @@ rotating a secret never changes what an already queued delivery sends.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from psycopg.types.json import Jsonb
@@ -245,3 +246,16 @@ async def secret_version(conn: Conn, scope: OrgScope, *, destination_id: str, ve
     if row is None:
         raise NotFound(f"no secret version {version} for destination {destination_id}")
     return str(row["secret"])
+
+
+@scoped
+async def success_rates(conn: Conn, scope: OrgScope, *, now: datetime) -> dict[str, float | None]:
+    """Each destination's share of sent deliveries among those finished in the last 7 days."""
+    cur = await conn.execute(
+        queries["destination_success_rates"],
+        {"organization_id": scope.organization_id, "now": now},
+    )
+    return {
+        row["destination_id"]: (row["sent"] / row["finished"] if row["finished"] else None)
+        for row in await cur.fetchall()
+    }

@@ -58,3 +58,21 @@ async def list_events(
         }
         for row in await cur.fetchall()
     ]
+
+
+@scoped
+async def recent_events(conn: Conn, scope: OrgScope, *, limit: int) -> list[dict[str, Any]]:
+    """The organization's newest `limit` events, newest first."""
+    cur = await conn.execute(
+        queries["recent_events"], {"organization_id": scope.organization_id, "limit": limit}
+    )
+    return [
+        {
+            "id": row["id"],
+            "type": row["type"],
+            "subject": row["subject_id"],
+            "data": row["data"],
+            "created_at": row["created_at"],
+        }
+        for row in await cur.fetchall()
+    ]

@@ -88,15 +88,21 @@ async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
     )
 
 
-async def authenticate(conn: Conn, key: str | None) -> OrgScope:
-    """The scope of a live API key; any other key, or none, is Unauthenticated."""
+async def authenticate_key(conn: Conn, key: str | None) -> tuple[OrgScope, str]:
+    """The scope and id of a live API key; any other key, or none, is Unauthenticated."""
     if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
         raise Unauthenticated("a valid API key is required")
     cur = await conn.execute(queries["authenticate_api_key"], {"key_hash": hash_key(key)})
     row = await cur.fetchone()
     if row is None:
         raise Unauthenticated("a valid API key is required")
-    return OrgScope(row["organization_id"])
+    return OrgScope(row["organization_id"]), row["id"]
+
+
+async def authenticate(conn: Conn, key: str | None) -> OrgScope:
+    """The scope of a live API key; any other key, or none, is Unauthenticated."""
+    scope, _ = await authenticate_key(conn, key)
+    return scope
 
 
 @scoped

@@ -65,14 +65,16 @@ async def list_submissions(
     since: datetime | None,
     before: tuple[datetime, str] | None,
     limit: int,
+    flag: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One page, newest first, without values."""
+    """One page, newest first, without values (only those flagged `flag`, e.g. `test`)."""
     cur = await conn.execute(
         queries["list_submissions"],
         {
             "organization_id": scope.organization_id,
             "form_id": form_id,
             "status": status,
+            "flag": flag,
             "since": since,
             "before_at": before[0] if before else None,
             "before_id": before[1] if before else None,
@@ -311,3 +313,18 @@ async def export_csv(
                         ]
                     )
                 yield buffer.getvalue()
+
+
+@scoped
+async def delivery_counts(
+    conn: Conn, scope: OrgScope, submission_ids: list[str]
+) -> dict[str, dict[str, int]]:
+    """For each submission, how many of its deliveries are in each state."""
+    cur = await conn.execute(
+        queries["delivery_counts_for_submissions"],
+        {"organization_id": scope.organization_id, "ids": submission_ids},
+    )
+    counts: dict[str, dict[str, int]] = {}
+    for row in await cur.fetchall():
+        counts.setdefault(row["submission_id"], {})[row["status"]] = row["n"]
+    return counts

@@ -46,6 +46,8 @@ INSERT INTO alerts (id, organization_id, kind, subject_id)
     VALUES (%(alr)s, %(org)s, 'delivery.dead', %(dst)s);
 INSERT INTO usage_counters (organization_id, month, submissions)
     VALUES (%(org)s, '2026-01-01', 1);
+INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
+    VALUES (%(key_hash)s, %(org)s, %(key)s, repeat('c', 32));
 """
 
 

@@ -6,6 +6,8 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.dashboard import views as dashboard_views
+from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
     alerts,
@@ -36,6 +38,8 @@ V1_ROUTERS: list[APIRouter] = [
     digests.router,
     usage.router,
 ]
+# Each dashboard page's router (served under /app).
+DASHBOARD_ROUTERS: list[APIRouter] = [dashboard_views.router]
 
 
 def create_api_app(services: Services) -> FastAPI:
@@ -53,4 +57,5 @@ def create_api_app(services: Services) -> FastAPI:
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
+    install_dashboard(app, DASHBOARD_ROUTERS)
     return app

@@ -106,6 +106,12 @@ def problem_for(exc: PostbagError) -> JSONResponse:
     return problem(status, code, str(exc), errors=errors, headers=headers)
 
 
+def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
+    """The problem+json answer to a routing error (unknown path, wrong method)."""
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return problem(exc.status_code, code, str(exc.detail))
+
+
 def install_problem_handlers(app: Starlette) -> None:
     """Render every error the app can raise as problem+json.
 
@@ -119,11 +125,15 @@ def install_problem_handlers(app: Starlette) -> None:
 
     async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, str(exc.detail))
+        return http_error_response(exc)
+
+    async def on_unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error", exc_info=exc)
+        return problem(500, "internal_error", "an unexpected error happened; it was logged")
 
     app.add_exception_handler(PostbagError, on_postbag_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected_error)
 
 
 def install_validation_handler(app: Starlette) -> None:

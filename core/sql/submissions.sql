@@ -5,6 +5,7 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
  WHERE organization_id = %(organization_id)s
    AND (%(form_id)s::text IS NULL OR form_id = %(form_id)s::text)
    AND (%(status)s::text IS NULL OR status = %(status)s::text)
+   AND (%(flag)s::text IS NULL OR %(flag)s::text = ANY(flags))
    AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s::timestamptz)
    AND (%(before_at)s::timestamptz IS NULL
         OR (received_at, id) < (%(before_at)s::timestamptz, %(before_id)s::text))

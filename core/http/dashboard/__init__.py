@@ -1,0 +1,1 @@
+"""The dashboard at `/app`: server-rendered pages over the same `core` functions as `/v1`."""

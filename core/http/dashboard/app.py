@@ -1,0 +1,136 @@
+"""Mounting the dashboard into the api app: routers, static assets, error pages."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from core.dashboard_sessions import close_session, open_session
+from core.errors import PostbagError, Unauthenticated
+from core.http.dashboard.pages import (
+    SESSION_COOKIE,
+    SIGN_IN_COOKIE,
+    CheckedForm,
+    CsrfRejected,
+    SessionDep,
+    SignInRequired,
+    error_page,
+    render,
+    see_other,
+    services_of,
+    set_cookie,
+)
+from core.http.problems import http_error_response, problem_for, status_and_code
+from core.services import utcnow
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+
+_TITLES = {
+    401: "Please sign in",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Not possible now",
+    422: "Please check the form",
+    503: "Postbag is unavailable",
+}
+
+
+@router.get("/sign-in")
+async def sign_in_page(request: Request) -> Response:
+    token = secrets.token_urlsafe(32)
+    response = render(request, "sign_in.html", title="Sign in", csrf=token)
+    set_cookie(response, services_of(request), SIGN_IN_COOKIE, token)
+    return response
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    services = services_of(request)
+    form = await request.form()
+    token, cookie = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
+    if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
+        raise CsrfRejected
+    api_key = form.get("api_key")
+    try:
+        async with services.db.connection() as conn:
+            session_id = await open_session(
+                conn, api_key if isinstance(api_key, str) else None, now=utcnow()
+            )
+    except Unauthenticated:
+        retry = secrets.token_urlsafe(32)
+        response = render(
+            request,
+            "sign_in.html",
+            title="Sign in",
+            status_code=401,
+            csrf=retry,
+            error="That key is not valid. Check it, or create a new one with "
+            "`postbag create-org` or POST /v1/keys.",
+        )
+        set_cookie(response, services, SIGN_IN_COOKIE, retry)
+        return response
+    signed_in = see_other("/app")
+    set_cookie(signed_in, services, SESSION_COOKIE, session_id)
+    signed_in.delete_cookie(SIGN_IN_COOKIE, path="/app")
+    return signed_in
+
+
+@router.post("/sign-out")
+async def sign_out(request: Request, _session: SessionDep, _form: CheckedForm) -> Response:
+    session_id = request.cookies.get(SESSION_COOKIE, "")
+    async with services_of(request).db.connection() as conn:
+        await close_session(conn, session_id)
+    response = see_other("/app/sign-in")
+    response.delete_cookie(SESSION_COOKIE, path="/app")
+    return response
+
+
+def install_dashboard(app: FastAPI, routers: list[APIRouter]) -> None:
+    """Serve the dashboard under /app from the api app, with HTML error pages there."""
+    app.include_router(router)
+    for page_router in routers:
+        app.include_router(page_router)
+    app.mount(
+        "/app/static",
+        StaticFiles(directory=Path(__file__).parent / "static"),
+        name="dashboard-static",
+    )
+
+    async def on_sign_in_required(_request: Request, _exc: Exception) -> Response:
+        return see_other("/app/sign-in")
+
+    async def on_csrf_rejected(request: Request, _exc: Exception) -> Response:
+        return error_page(
+            request,
+            403,
+            "Not allowed",
+            "This form expired or did not come from this page. Reload and try again.",
+        )
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, PostbagError)
+        if not request.url.path.startswith("/app"):
+            return problem_for(exc)
+        status, _code = status_and_code(exc)
+        return error_page(request, status, _TITLES.get(status, "Something went wrong"), str(exc))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if not request.url.path.startswith("/app"):
+            return http_error_response(exc)
+        return error_page(
+            request,
+            exc.status_code,
+            _TITLES.get(exc.status_code, "Error"),
+            "There is nothing here. It may have been removed, or the link is wrong.",
+        )
+
+    app.add_exception_handler(SignInRequired, on_sign_in_required)
+    app.add_exception_handler(CsrfRejected, on_csrf_rejected)
+    app.add_exception_handler(PostbagError, on_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -1,0 +1,129 @@
+"""Page rendering, the session cookie and CSRF checks shared by every dashboard page."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.datastructures import FormData
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from core.dashboard_sessions import DashboardSession, load_session
+from core.services import Services, utcnow
+
+SESSION_COOKIE = "pb_session"
+SIGN_IN_COOKIE = "pb_sign_in"
+
+NAV = [
+    ("/app", "Inbox"),
+    ("/app/forms", "Forms"),
+    ("/app/destinations", "Destinations"),
+    ("/app/alerts", "Alerts"),
+    ("/app/events", "Events"),
+]
+
+templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+
+class SignInRequired(Exception):
+    """The visitor has no live session; they are sent to the sign-in page."""
+
+
+class CsrfRejected(Exception):
+    """A state-changing form came without the session's CSRF token; nothing changes."""
+
+
+def services_of(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def secure_cookies(services: Services) -> bool:
+    """Cookies are `Secure` unless Postbag is served over plain http (local development)."""
+    return services.settings.public_url.scheme != "http"
+
+
+def set_cookie(response: Response, services: Services, name: str, value: str) -> None:
+    response.set_cookie(
+        name, value, httponly=True, samesite="lax", secure=secure_cookies(services), path="/app"
+    )
+
+
+async def current_session(request: Request) -> DashboardSession:
+    """The signed-in session, or SignInRequired."""
+    services = services_of(request)
+    async with services.db.connection() as conn:
+        session = await load_session(conn, request.cookies.get(SESSION_COOKIE), now=utcnow())
+    if session is None:
+        raise SignInRequired
+    request.state.session = session
+    return session
+
+
+SessionDep = Annotated[DashboardSession, Depends(current_session)]
+
+
+async def checked_form(request: Request, session: SessionDep) -> FormData:
+    """The posted form, once its CSRF token matches the session's."""
+    form = await request.form()
+    token = form.get("csrf")
+    if not isinstance(token, str) or not secrets.compare_digest(token, session.csrf_token):
+        raise CsrfRejected
+    return form
+
+
+CheckedForm = Annotated[FormData, Depends(checked_form)]
+
+
+def render(
+    request: Request,
+    template: str,
+    *,
+    title: str,
+    status_code: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """Render a page in the dashboard layout."""
+    session = getattr(request.state, "session", None)
+    return templates.TemplateResponse(
+        request,
+        template,
+        {
+            "title": title,
+            "session": session,
+            "nav": NAV,
+            "active": context.pop("active", None),
+            "open_alerts": context.pop("open_alerts", 0),
+            **context,
+        },
+        status_code=status_code,
+    )
+
+
+def error_page(request: Request, status_code: int, title: str, message: str) -> HTMLResponse:
+    """An error in the dashboard's style, with what to do next."""
+    signed_in = getattr(request.state, "session", None) is not None
+    return render(
+        request,
+        "error.html",
+        title=title,
+        status_code=status_code,
+        message=message,
+        next_href="/app" if signed_in else "/app/sign-in",
+        next_label="Back to the inbox" if signed_in else "Sign in",
+    )
+
+
+def see_other(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def format_time(value: datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+templates.env.filters["time"] = format_time
