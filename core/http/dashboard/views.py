@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from core import alerts, deliveries, destinations, events, forms, routes, submissions
 from core.adapters.base import ValidationContext
+from core.dashboard_sessions import DashboardSession
 from core.deliver import shared_client
 from core.errors import InvalidInput, NotFound, PostbagError
 from core.forms import invalid_input
@@ -381,9 +382,7 @@ async def form_update(
         patch = forms.FormPatch.model_validate(settings)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services_of(request).db.scoped(session.scope) as conn:
-        await forms.update_form(conn, session.scope, form_id=form_id, patch=patch)
-    return see_other(f"/app/forms/{form_id}")
+    return await _patch_form(request, session, form_id, patch)
 
 
 @router.post("/forms/{form_id}/accepting")
@@ -391,6 +390,13 @@ async def form_accepting(
     request: Request, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
     patch = forms.FormPatch(accepting=posted.get("accepting") == "on")
+    return await _patch_form(request, session, form_id, patch)
+
+
+async def _patch_form(
+    request: Request, session: DashboardSession, form_id: str, patch: forms.FormPatch
+) -> Response:
+    """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
     async with services_of(request).db.scoped(session.scope) as conn:
         await forms.update_form(conn, session.scope, form_id=form_id, patch=patch)
     return see_other(f"/app/forms/{form_id}")
