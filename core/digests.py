@@ -19,10 +19,9 @@ from urllib.parse import urlencode
 
 from psycopg.types.json import Jsonb
 
-from core.adapters import ADAPTERS
+from core.channels import MAX_ATTEMPTS, snapshot_target
 from core.db import Conn
 from core.ids import new_id
-from core.intake import delivery_target
 from core.logs import log
 from core.periods import Window, window_of
 from core.queries import queries
@@ -124,7 +123,6 @@ async def _digest_route(
         payload = digest_payload(
             route, window, count=found["total"], listed=found["listed"], public_url=public_url
         )
-        adapter = ADAPTERS[route["channel"]]
         cur = await conn.execute(
             queries["insert_digest"],
             {
@@ -138,9 +136,9 @@ async def _digest_route(
                 "end": window.end,
                 "count": found["total"],
                 "channel": route["channel"],
-                "max_attempts": adapter.max_attempts,
+                "max_attempts": MAX_ATTEMPTS[route["channel"]],
                 "payload": Jsonb(payload),
-                "target": Jsonb(delivery_target(route["channel"], route["config"])),
+                "target": Jsonb(snapshot_target(route["channel"], route["config"])),
                 "secret_version": route["secret_version"],
                 "now": now,
             },

@@ -17,14 +17,11 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
 
-import httpx
 import psycopg
-from email_validator import EmailNotValidError, validate_email
 from psycopg.types.json import Jsonb
 
-from core.adapters import ADAPTERS
-from core.adapters.base import ValidationContext
 from core.attachments import CheckedFile, check_files
+from core.channels import MAX_ATTEMPTS, snapshot_target
 from core.clients import client_hash
 from core.db import Conn
 from core.errors import FormClosed, IdempotencyConflict, InvalidInput, NotFound
@@ -194,6 +191,9 @@ def _valid_address(value: Any) -> str | None:
     address = _first_text(value)
     if address is None or len(address) > 254:
         return None
+    # Imported here: only forms that send acknowledgements need it.
+    from email_validator import EmailNotValidError, validate_email
+
     try:
         checked = validate_email(address.strip(), check_deliverability=False)
     except EmailNotValidError:
@@ -214,7 +214,7 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
         return None
     return {
         "id": new_id("dlv"),
-        "max_attempts": ADAPTERS["email"].max_attempts,
+        "max_attempts": MAX_ATTEMPTS["email"],
         "target": {"to": [address]},
         "template": {
             "subject": ack.get("subject"),
@@ -264,6 +264,9 @@ async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: 
     """None when the token verifies; else the quarantine reason. Never raises."""
     if not token:
         return "turnstile_failed"
+    # Imported here: only forms with a Turnstile secret need an HTTP client.
+    import httpx
+
     try:
         async with asyncio.timeout(TURNSTILE_TIMEOUT):
             async with httpx.AsyncClient(timeout=TURNSTILE_TIMEOUT) as client:
@@ -345,17 +348,6 @@ def _locale(accept_language: str | None) -> str | None:
         return None
     first = accept_language.split(",")[0].split(";")[0].strip()
     return first[:35] or None
-
-
-def delivery_target(channel: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    adapter = ADAPTERS[channel]
-    try:
-        # The config was validated when it was saved; only the shape is needed here.
-        validated = adapter.validate(config, ValidationContext(allow_private_targets=True))
-    except ValueError:
-        log.warning("destination config no longer validates; snapshot taken as stored")
-        return dict(config)
-    return adapter.target(validated)
 
 
 async def _store_files(
@@ -508,8 +500,8 @@ async def _submit_parsed(
         {
             "id": new_id("dlv"),
             "route_id": route["route_id"],
-            "max_attempts": ADAPTERS[route["channel"]].max_attempts,
-            "target": delivery_target(route["channel"], route["config"]),
+            "max_attempts": MAX_ATTEMPTS[route["channel"]],
+            "target": snapshot_target(route["channel"], route["config"]),
             "template": {
                 "subject": (route["template"] or {}).get("subject"),
                 "text": (route["template"] or {}).get("text"),

@@ -14,7 +14,6 @@ from core.db import Conn
 from core.deliver import close_shared_client
 from core.ids import new_id
 from core.services import Services
-from core.settings import Settings
 
 WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TELEGRAM_TOKEN = "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789"
@@ -190,8 +189,7 @@ async def attempts(conn: Conn, dlv: str) -> list[dict[str, Any]]:
 
 def with_settings(services: Services, **overrides: Any) -> Services:
     """The same pool under other settings (email provider, private targets…)."""
-    settings = Settings(**{**services.settings.model_dump(), **overrides})
-    return replace(services, settings=settings)
+    return replace(services, settings=services.settings.with_values(**overrides))
 
 
 async def api_key(conn: Conn, tenant: Tenant) -> str:

@@ -249,7 +249,7 @@ async def test_destinations__invalid_is_422(
     services: Services, conn: Conn, case: str, body: dict[str, Any], code: str, field: str
 ) -> None:
     strict = Services(
-        settings=services.settings.model_copy(update={"allow_private_targets": False}),
+        settings=services.settings.with_values(allow_private_targets=False),
         db=services.db,
     )
     acme = await tenant(conn)

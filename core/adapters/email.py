@@ -22,6 +22,7 @@ from pydantic import EmailStr, Field
 
 from core.adapters import http
 from core.adapters.base import AdapterConfig, DeliveryContext, Result, ValidationContext
+from core.channels import MAX_ATTEMPTS
 from core.email_text import message
 from core.logs import log
 from core.settings import Settings
@@ -117,7 +118,7 @@ def _send_smtp(url: str, sender: str, to: list[str], mail: EmailMessage, timeout
 class EmailAdapter:
     type: ClassVar[str] = "email"
     Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
-    max_attempts: ClassVar[int] = 8
+    max_attempts: ClassVar[int] = MAX_ATTEMPTS["email"]
     secret_required: ClassVar[bool] = False
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

@@ -14,6 +14,7 @@ from pydantic import Field
 from core.adapters import http
 from core.adapters.base import AdapterConfig, DeliveryContext, Result, ValidationContext
 from core.backoff import MAX_DELAY
+from core.channels import MAX_ATTEMPTS
 from core.email_text import message
 
 # Telegram refuses longer messages.
@@ -31,7 +32,7 @@ class TelegramConfig(AdapterConfig):
 class TelegramAdapter:
     type: ClassVar[str] = "telegram"
     Config: ClassVar[builtins.type[AdapterConfig]] = TelegramConfig
-    max_attempts: ClassVar[int] = 8
+    max_attempts: ClassVar[int] = MAX_ATTEMPTS["telegram"]
     secret_required: ClassVar[bool] = True
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

@@ -19,6 +19,7 @@ from pydantic import ValidationInfo, field_validator
 from core import __version__
 from core.adapters import http
 from core.adapters.base import AdapterConfig, DeliveryContext, Result, ValidationContext
+from core.channels import MAX_ATTEMPTS
 from core.ssrf import ResolutionFailed, TargetRefused, pin
 
 MAX_URL_LENGTH = 2048
@@ -94,7 +95,7 @@ def signature_headers(
 class WebhookAdapter:
     type: ClassVar[str] = "webhook"
     Config: ClassVar[builtins.type[AdapterConfig]] = WebhookConfig
-    max_attempts: ClassVar[int] = 10
+    max_attempts: ClassVar[int] = MAX_ATTEMPTS["webhook"]
     secret_required: ClassVar[bool] = True
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

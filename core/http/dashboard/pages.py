@@ -44,7 +44,7 @@ def services_of(request: Request) -> Services:
 
 def secure_cookies(services: Services) -> bool:
     """Cookies are `Secure` unless Postbag is served over plain http (local development)."""
-    return services.settings.public_url.scheme != "http"
+    return not services.settings.public_url.startswith("http:")
 
 
 def set_cookie(response: Response, services: Services, name: str, value: str) -> None:
