@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
+import aiohttp
 
 from core import outbox
 from core.adapters import ADAPTERS
@@ -49,19 +49,25 @@ class WorkerOptions:
     strict_budget: bool = False
 
 
-_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+_clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
 
-def shared_client() -> httpx.AsyncClient:
-    """The process's HTTP client for the running event loop (connections are reused)."""
+def shared_client() -> aiohttp.ClientSession:
+    """The process's HTTP client for the running event loop (connections are reused).
+
+    No cookies are kept between sends (receivers of different organizations share it) and
+    no proxy is taken from the environment: a webhook goes to the address the SSRF guard
+    checked.
+    """
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
-    if client is None:
-        for old in [other for other in _clients if other.is_closed()]:
+    if client is None or client.closed:
+        for old in [other for other, session in _clients.items() if session.closed]:
             del _clients[old]
-        client = httpx.AsyncClient(
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
         )
         _clients[loop] = client
     return client
@@ -71,7 +77,7 @@ async def close_shared_client() -> None:
     """Close the running loop's client (end of a Lambda invocation, CLI pass, shutdown)."""
     client = _clients.pop(asyncio.get_running_loop(), None)
     if client is not None:
-        await client.aclose()
+        await client.close()
         # A transport closes its socket one loop iteration later: let that happen before a
         # caller stops the loop (the Lambda handler's invocation, `asyncio.run`).
         await asyncio.sleep(0)
@@ -114,7 +120,7 @@ class Deliverer:
         *,
         options: WorkerOptions | None = None,
         resolver: Resolver = system_resolver,
-        http: httpx.AsyncClient | None = None,
+        http: aiohttp.ClientSession | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.services = services
@@ -146,7 +152,7 @@ class Deliverer:
         self,
         state: _Pass,
         deadline: float,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         tasks: set[asyncio.Task[None]],
     ) -> None:
         opts = self.options
@@ -209,7 +215,7 @@ class Deliverer:
         self,
         claim: Claim,
         state: _Pass,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         sends: asyncio.Semaphore,
         per_destination: dict[str, asyncio.Semaphore],
         failing: dict[str, bool],
@@ -225,7 +231,7 @@ class Deliverer:
         self,
         claim: Claim,
         state: _Pass,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         sends: asyncio.Semaphore,
         per_destination: dict[str, asyncio.Semaphore],
         failing: dict[str, bool],
