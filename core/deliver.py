@@ -38,7 +38,7 @@ class WorkerOptions:
     """How much a pass takes on at once."""
 
     batch: int = 200
-    concurrency: int = 16
+    concurrency: int = 32
     per_destination: int = 8
     lease: timedelta = timedelta(minutes=5)
     timeout: float = 10.0
@@ -122,17 +122,24 @@ class _Outcomes:
             while self._waiting:
                 group, self._waiting = self._waiting, []
                 try:
+                    # One connection while groups keep coming (no pool check before each).
                     async with self._db.connection() as conn:
-                        won = await outbox.finish(conn, [outcome for outcome, _ in group])
+                        while True:
+                            won = await outbox.finish(conn, [outcome for outcome, _ in group])
+                            for (_, written), result in zip(group, won, strict=True):
+                                # Done already when its send's task was cancelled: written
+                                # all the same.
+                                if not written.done():
+                                    written.set_result(result)
+                            if not self._waiting:
+                                break
+                            group, self._waiting = self._waiting, []
                 except Exception as exc:
+                    # Each send's task logs it; the claims stay `sending` until their lease
+                    # expires, then another pass retries them.
                     for _, written in group:
                         if not written.done():
                             written.set_exception(exc)
-                    continue
-                for (_, written), result in zip(group, won, strict=True):
-                    # Done already when its send's task was cancelled: written all the same.
-                    if not written.done():
-                        written.set_result(result)
         finally:
             self._writer = None
 
