@@ -62,8 +62,8 @@ def shared_client() -> aiohttp.ClientSession:
     """
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
-    if client is None or client.closed:
-        for old in [other for other, session in _clients.items() if session.closed]:
+    if client is None:
+        for old in [other for other in _clients if other.is_closed()]:
             del _clients[old]
         client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=64),
