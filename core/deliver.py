@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
+import aiohttp
 
 from core import outbox
 from core.adapters import ADAPTERS
 from core.adapters.base import DeliveryContext, Result
 from core.alerts import raise_alert
 from core.backoff import MAX_DELAY, next_attempt_at
+from core.db import Database
 from core.logs import log
 from core.outbox import Attempt, Claim
 from core.services import Services
@@ -37,7 +38,7 @@ class WorkerOptions:
     """How much a pass takes on at once."""
 
     batch: int = 200
-    concurrency: int = 16
+    concurrency: int = 32
     per_destination: int = 8
     lease: timedelta = timedelta(minutes=5)
     timeout: float = 10.0
@@ -49,19 +50,25 @@ class WorkerOptions:
     strict_budget: bool = False
 
 
-_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+_clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
 
-def shared_client() -> httpx.AsyncClient:
-    """The process's HTTP client for the running event loop (connections are reused)."""
+def shared_client() -> aiohttp.ClientSession:
+    """The process's HTTP client for the running event loop (connections are reused).
+
+    No cookies are kept between sends (receivers of different organizations share it) and
+    no proxy is taken from the environment: a webhook goes to the address the SSRF guard
+    checked.
+    """
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
         for old in [other for other in _clients if other.is_closed()]:
             del _clients[old]
-        client = httpx.AsyncClient(
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
         )
         _clients[loop] = client
     return client
@@ -71,7 +78,7 @@ async def close_shared_client() -> None:
     """Close the running loop's client (end of a Lambda invocation, CLI pass, shutdown)."""
     client = _clients.pop(asyncio.get_running_loop(), None)
     if client is not None:
-        await client.aclose()
+        await client.close()
         # A transport closes its socket one loop iteration later: let that happen before a
         # caller stops the loop (the Lambda handler's invocation, `asyncio.run`).
         await asyncio.sleep(0)
@@ -93,10 +100,60 @@ def skip_reason(claim: Claim, now: datetime) -> str | None:
     return None
 
 
+class _Outcomes:
+    """Outcomes written in groups: while one statement is in flight, the outcomes of the sends
+    that end meanwhile wait, then go together in the next (one round trip for all)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._waiting: list[tuple[outbox.Outcome, asyncio.Future[bool]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def write(self, outcome: outbox.Outcome) -> bool:
+        """Write `outcome` with the others waiting; whether its claim was still ours."""
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((outcome, written))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_waiting())
+        return await written
+
+    async def _write_waiting(self) -> None:
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                try:
+                    # One connection while groups keep coming (no pool check before each).
+                    async with self._db.connection() as conn:
+                        while True:
+                            won = await outbox.finish(conn, [outcome for outcome, _ in group])
+                            for (_, written), result in zip(group, won, strict=True):
+                                # Done already when its send's task was cancelled: written
+                                # all the same.
+                                if not written.done():
+                                    written.set_result(result)
+                            if not self._waiting:
+                                break
+                            group, self._waiting = self._waiting, []
+                except Exception as exc:
+                    # Each send's task logs it; the claims stay `sending` until their lease
+                    # expires, then another pass retries them.
+                    for _, written in group:
+                        if not written.done():
+                            written.set_exception(exc)
+        finally:
+            self._writer = None
+
+    async def close(self) -> None:
+        """Wait for the outcomes still being written (the end of a pass)."""
+        if self._writer is not None:
+            await self._writer
+
+
 @dataclass
 class _Pass:
     started_now: datetime
     started_mono: float
+    outcomes: _Outcomes
     stats: Counter[str] = field(default_factory=Counter)
     # Destinations that may have a failure count to reset on the next success.
     dirty: dict[str, bool] = field(default_factory=dict)
@@ -114,7 +171,7 @@ class Deliverer:
         *,
         options: WorkerOptions | None = None,
         resolver: Resolver = system_resolver,
-        http: httpx.AsyncClient | None = None,
+        http: aiohttp.ClientSession | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.services = services
@@ -125,7 +182,7 @@ class Deliverer:
 
     async def run_pass(self, *, now: datetime, budget: float) -> dict[str, Any]:
         """Drain due deliveries for at most `budget` seconds; return what happened."""
-        state = _Pass(now, time.monotonic())
+        state = _Pass(now, time.monotonic(), _Outcomes(self.services.db))
         deadline = state.started_mono + budget
         async with self.services.db.connection() as conn:
             state.stats["released"] = await outbox.release_held(conn, now=now)
@@ -140,20 +197,23 @@ class Deliverer:
                 task.cancel()
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+            await state.outcomes.close()
         return dict(state.stats)
 
     async def _drain(
         self,
         state: _Pass,
         deadline: float,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         tasks: set[asyncio.Task[None]],
     ) -> None:
         opts = self.options
         sends = asyncio.Semaphore(opts.concurrency)
         per_destination: dict[str, asyncio.Semaphore] = {}
         failing: dict[str, bool] = {}
-        window = opts.concurrency * 2
+        # Claimed ahead of the sends, and claimed in groups of at least `concurrency` (a claim
+        # is one statement whatever its size) rather than a few rows as each send ends.
+        window = opts.concurrency * 4
         claim_of: dict[asyncio.Task[None], Claim] = {}
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
@@ -161,7 +221,7 @@ class Deliverer:
         while first or deadline - time.monotonic() > opts.timeout + opts.margin:
             first = False
             room = window - len(tasks)
-            if room <= 0:
+            if tasks and room < opts.concurrency:
                 await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 continue
             async with self.services.db.connection() as conn:
@@ -209,7 +269,7 @@ class Deliverer:
         self,
         claim: Claim,
         state: _Pass,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         sends: asyncio.Semaphore,
         per_destination: dict[str, asyncio.Semaphore],
         failing: dict[str, bool],
@@ -225,7 +285,7 @@ class Deliverer:
         self,
         claim: Claim,
         state: _Pass,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         sends: asyncio.Semaphore,
         per_destination: dict[str, asyncio.Semaphore],
         failing: dict[str, bool],
@@ -233,10 +293,9 @@ class Deliverer:
         db = self.services.db
         reason = skip_reason(claim, state.now())
         if reason is not None:
-            async with db.connection() as conn:
-                await outbox.finish(
-                    conn, claim, now=state.now(), status="skipped", reason=reason, detail=reason
-                )
+            await state.outcomes.write(
+                outbox.Outcome(claim, state.now(), "skipped", reason, reason)
+            )
             state.stats["skipped"] += 1
             log.info("delivery skipped", extra={**claim.log_ids, "detail": {"reason": reason}})
             return
@@ -356,20 +415,21 @@ class Deliverer:
             "destination": claim.destination_id,
             **({"reason": reason} if reason else {}),
         }
-        async with self.services.db.connection() as conn:
-            won = await outbox.finish(
-                conn,
+        won = await state.outcomes.write(
+            outbox.Outcome(
                 claim,
-                now=now,
-                status=status,
-                reason=reason,
-                detail=detail,
+                now,
+                status,
+                reason,
+                detail,
                 next_attempt_at=due,
                 attempt=attempt,
                 event=event,
                 event_data=event_data,
             )
-            if won and status == "dead":
+        )
+        if won and status == "dead":
+            async with self.services.db.connection() as conn:
                 await self._alert(conn, claim, reason, now)
                 if probe and window_end is not None:
                     assert destination is not None

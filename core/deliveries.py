@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import ValidationError
 
 from core.adapters import ADAPTERS
@@ -148,7 +148,7 @@ async def send_sample(
     destination: dict[str, Any],
     *,
     settings: Settings,
-    http: httpx.AsyncClient,
+    http: aiohttp.ClientSession,
     now: datetime,
     resolver: Resolver = system_resolver,
 ) -> dict[str, Any]:

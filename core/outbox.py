@@ -5,7 +5,7 @@ throttle and release. Every call is one short statement or transaction; none spa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -127,47 +127,62 @@ class Attempt:
     excerpt: str | None
 
 
-async def finish(
-    conn: Conn,
-    claim: Claim,
-    *,
-    now: datetime,
-    status: str,
-    reason: str | None,
-    detail: str | None,
-    next_attempt_at: datetime | None = None,
-    attempt: Attempt | None = None,
-    event: str | None = None,
-    event_data: Mapping[str, Any] | None = None,
-) -> bool:
-    """Write an outcome fenced by the claim token, the attempt if one was made, and `event`.
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a claim, as `finish` writes it: `attempt` when a send was made (it
+    spends one), `event` (with `event_data`) when the outcome appends one."""
 
-    One statement (one round trip, atomic). Returns False when the claim had been lost
-    (expired and taken again): nothing changed but the attempt, recorded as `fenced`.
-    """
-    cur = await conn.execute(
-        queries["finish_delivery"],
-        {
+    claim: Claim
+    now: datetime
+    status: str
+    reason: str | None
+    detail: str | None
+    next_attempt_at: datetime | None = None
+    attempt: Attempt | None = None
+    event: str | None = None
+    event_data: Mapping[str, Any] | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The outcome as one object of `finish_deliveries`' JSON array."""
+        claim, attempt = self.claim, self.attempt
+        return {
             "id": claim.id,
             "organization_id": claim.organization_id,
-            "claim_token": claim.claim_token,
-            "status": status,
+            "claim_token": str(claim.claim_token),
+            "status": self.status,
             "spent": 1 if attempt is not None else 0,
-            "next_attempt_at": next_attempt_at,
-            "reason": reason,
-            "detail": detail,
-            "now": now,
+            "next_attempt_at": _iso(self.next_attempt_at),
+            "reason": self.reason,
+            "detail": self.detail,
+            "now": _iso(self.now),
             "attempt": claim.attempts + 1,
-            "started_at": attempt.started_at if attempt else now,
+            "started_at": _iso(attempt.started_at if attempt else self.now),
             "duration_ms": attempt.duration_ms if attempt else 0,
             "http_status": attempt.http_status if attempt else None,
             "error_class": attempt.error_class if attempt else None,
             "excerpt": attempt.excerpt[:512] if attempt and attempt.excerpt else None,
-            "event": event,
-            "event_data": json.dumps(dict(event_data or {}), default=str),
-        },
+            "event": self.event,
+            "event_data": dict(self.event_data or {}),
+        }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
+    """Write outcomes, each fenced by its claim token, with their attempts and events.
+
+    One statement (one round trip, atomic) for all of them. For each outcome, False when
+    its claim had been lost (expired and taken again): nothing changed but the attempt,
+    recorded as `fenced`.
+    """
+    rows = [outcome.row() for outcome in outcomes]
+    cur = await conn.execute(
+        queries["finish_deliveries"], {"outcomes": json.dumps(rows, default=str)}
     )
-    return await cur.fetchone() is not None
+    written = {(row["id"], row["claim_token"]) for row in await cur.fetchall()}
+    return [(o.claim.id, o.claim.claim_token) in written for o in outcomes]
 
 
 async def release(

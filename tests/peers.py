@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,8 +52,10 @@ def hang(seconds: float, code: int = 200) -> Callable[[Request], Answer]:
 
 
 @contextmanager
-def receiver(respond: Callable[[Request], Answer] | None = None) -> Iterator[Peer]:
-    """A threaded HTTP/1.1 server on 127.0.0.1 recording every request."""
+def receiver(
+    respond: Callable[[Request], Answer] | None = None, *, tls: ssl.SSLContext | None = None
+) -> Iterator[Peer]:
+    """A threaded HTTP/1.1 server on 127.0.0.1 recording every request (HTTPS with `tls`)."""
     peer = Peer(url="")
     if respond is not None:
         peer.respond = respond
@@ -91,7 +94,11 @@ def receiver(respond: Callable[[Request], Answer] | None = None) -> Iterator[Pee
 
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    peer.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    peer.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

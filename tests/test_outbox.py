@@ -77,14 +77,53 @@ async def test_finish__fenced_by_the_claim_token(conn: Conn) -> None:
     [new] = await outbox.claim_due(conn, now=now + timedelta(seconds=3), limit=5, lease=lease)
     attempt = outbox.Attempt(now, 10, 200, None, "ok")
     assert await outbox.finish(
-        conn, new, now=now, status="sent", reason=None, detail="sent", attempt=attempt
-    )
-    assert not await outbox.finish(
-        conn, old, now=now, status="dead", reason="http_404", detail="x", attempt=attempt
-    )
+        conn, [outbox.Outcome(new, now, "sent", reason=None, detail="sent", attempt=attempt)]
+    ) == [True]
+    assert await outbox.finish(
+        conn, [outbox.Outcome(old, now, "dead", reason="http_404", detail="x", attempt=attempt)]
+    ) == [False]
     row = await delivery(conn, dlv)
     assert (row["status"], row["attempts"], row["reason"]) == ("sent", 1, None)
     assert [a["outcome"] for a in await attempts(conn, dlv)] == ["sent", "fenced"]
+
+
+async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn: Conn) -> None:
+    now = utcnow()
+    tenant = await make_tenant(conn)
+    dst, rte = await make_destination(conn, tenant, config={"url": "http://127.0.0.1:9/"})
+    _, lost = await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"})
+    lease = timedelta(seconds=2)
+    [old] = await outbox.claim_due(conn, now=now, limit=5, lease=lease)
+    _, other = await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"})
+    later = now + timedelta(seconds=3)
+    by_id = {c.id: c for c in await outbox.claim_due(conn, now=later, limit=5, lease=lease)}
+    assert set(by_id) == {lost, other}
+    sent = outbox.Attempt(now, 10, 200, None, "ok")
+    won = await outbox.finish(
+        conn,
+        [
+            outbox.Outcome(old, now, "dead", reason="http_404", detail="x", attempt=sent),
+            outbox.Outcome(by_id[lost], later, "sent", None, "sent", attempt=sent),
+            outbox.Outcome(
+                by_id[other],
+                later,
+                "failed",
+                None,
+                "http_503",
+                next_attempt_at=later + timedelta(minutes=1),
+                attempt=outbox.Attempt(later, 5, 503, None, None),
+            ),
+        ],
+    )
+    assert won == [False, True, True]
+    row = await delivery(conn, lost)
+    assert (row["status"], row["attempts"], row["claim_token"]) == ("sent", 1, None)
+    assert [a["outcome"] for a in await attempts(conn, lost)] == ["fenced", "sent"]
+    row = await delivery(conn, other)
+    assert (row["status"], row["attempts"], row["last_detail"]) == ("failed", 1, "http_503")
+    assert row["next_attempt_at"] == later + timedelta(minutes=1)
+    [attempt] = await attempts(conn, other)
+    assert (attempt["outcome"], attempt["http_status"]) == ("failed", 503)
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import datetime
 import ipaddress
+import ssl
+from pathlib import Path
 
+import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
+from core.adapters import http
 from core.deliver import Deliverer, WorkerOptions
 from core.services import Services, utcnow
 from core.ssrf import PinnedTarget, ResolutionFailed, TargetRefused, pin, refused
@@ -144,3 +153,73 @@ async def test_deliver__refused_target_is_dead_invalid_target(
     assert peer.requests == []
     row = await delivery(conn, dlv)
     assert (row["status"], row["reason"], row["attempts"]) == ("dead", "invalid_target", 1)
+
+
+def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for `name`: (certificate file, key file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_post__pinned_address_presents_and_verifies_the_real_name(tmp_path: Path) -> None:
+    cert_file, key_file = _certificate(tmp_path, "hooks.example.com")
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert_file, key_file)
+    names: list[str | None] = []
+
+    def record_name(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+        names.append(name)
+
+    server_tls.sni_callback = record_name
+    trusting = ssl.create_default_context(cafile=str(cert_file))
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trusting))
+    try:
+        with receiver(tls=server_tls) as peer:
+            # The request goes to the checked address, named as the URL's host.
+            result = await http.post(
+                session,
+                f"{peer.url}/h",
+                content=b"{}",
+                headers={"Host": "hooks.example.com"},
+                timeout=5,
+                server_hostname="hooks.example.com",
+            )
+            # A certificate that is not the name's is refused.
+            other = await http.post(
+                session,
+                f"{peer.url}/h",
+                content=b"{}",
+                headers={"Host": "other.example.com"},
+                timeout=5,
+                server_hostname="other.example.com",
+            )
+    finally:
+        await session.close()
+    assert (result.ok, result.http_status) == (True, 200)
+    [request] = peer.requests
+    assert request.headers["Host"] == "hooks.example.com"
+    assert names == ["hooks.example.com", "other.example.com"]
+    assert (other.ok, other.retryable, other.error_class) == (False, True, "connection_error")

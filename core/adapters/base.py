@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from core.ssrf import Resolver, system_resolver
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
     from core.settings import Settings
 
@@ -58,7 +58,7 @@ class DeliveryContext:
     secret: str | None
     template: Mapping[str, Any] | None
     settings: Settings
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     timeout: float = 10.0
     resolver: Resolver = system_resolver
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
-import httpx
+import aiohttp
 
 from core.adapters.base import Result
 from core.backoff import Verdict, classify_status, parse_retry_after
@@ -18,56 +17,59 @@ _READ_LIMIT = 16 * 1024
 
 
 async def post(
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
     url: str,
     *,
     content: bytes,
     headers: Mapping[str, str],
     timeout: float,
-    extensions: dict[str, Any] | None = None,
-    retry_after: Callable[[httpx.Response, bytes], float | None] | None = None,
+    server_hostname: str | None = None,
+    retry_after: Callable[[bytes], float | None] | None = None,
 ) -> Result:
-    """POST `content` and classify the answer (SPEC §5 outcome rules); never raises for I/O."""
+    """POST `content` and classify the answer (SPEC §5 outcome rules); never raises for I/O.
+
+    `server_hostname` is the name TLS presents and verifies when `url` names the address
+    the SSRF guard checked instead of the host.
+    """
+    body = bytearray()
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream(
-                "POST",
+            async with session.post(
                 url,
-                content=content,
-                headers=dict(headers),
-                timeout=timeout,
-                follow_redirects=False,
-                extensions=extensions,
+                data=content,
+                headers=headers,
+                allow_redirects=False,
+                server_hostname=server_hostname,
             ) as response:
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body.extend(chunk)
-                    if len(body) >= _READ_LIMIT:
+                while len(body) < _READ_LIMIT:
+                    chunk = await response.content.read(_READ_LIMIT - len(body))
+                    if not chunk:
                         break
-    except (TimeoutError, httpx.TimeoutException):
+                    body.extend(chunk)
+    except TimeoutError:
         return Result(ok=False, retryable=True, error_class="timeout")
-    except httpx.ConnectError:
+    except aiohttp.ClientConnectorError:
         return Result(ok=False, retryable=True, error_class="connection_error")
-    except httpx.TransportError as exc:
+    except aiohttp.ClientError as exc:
         return Result(ok=False, retryable=True, error_class=_error_name(exc))
     raw = bytes(body)
     excerpt = raw.decode("utf-8", errors="replace")[:EXCERPT_CHARS] or None
-    verdict = classify_status(response.status_code)
+    verdict = classify_status(response.status)
     wait = None
     if verdict is Verdict.RETRY:
         wait = parse_retry_after(response.headers.get("retry-after"), now=datetime.now(UTC))
         if retry_after is not None:
-            wait = retry_after(response, raw) or wait
+            wait = retry_after(raw) or wait
     return Result(
         ok=verdict is Verdict.SENT,
         retryable=verdict is Verdict.RETRY,
-        http_status=response.status_code,
+        http_status=response.status,
         excerpt=excerpt,
         retry_after=wait,
     )
 
 
 def _error_name(exc: Exception) -> str:
-    """`RemoteProtocolError` → `remote_protocol_error` (a class name, never a message)."""
+    """`ServerDisconnectedError` → `server_disconnected_error` (a class name, never a message)."""
     name = type(exc).__name__
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")

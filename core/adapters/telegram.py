@@ -8,7 +8,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import httpx
 from pydantic import Field
 
 from core.adapters import http
@@ -78,7 +77,7 @@ class TelegramAdapter:
         return await self.deliver(self.target(config), sample, ctx)
 
 
-def _telegram_retry_after(_response: httpx.Response, body: bytes) -> float | None:
+def _telegram_retry_after(body: bytes) -> float | None:
     """Telegram's `parameters.retry_after` (seconds) from a 429 answer."""
     try:
         answer = json.loads(body)

@@ -142,17 +142,15 @@ class WebhookAdapter:
                 timestamp=int(time.time()),
             ),
         }
-        extensions: dict[str, Any] | None = None
         if pinned.host_header is not None:
             headers["Host"] = pinned.host_header
-            extensions = {"sni_hostname": pinned.sni_hostname}
         return await http.post(
             ctx.http,
             pinned.url,
             content=body,
             headers=headers,
             timeout=ctx.timeout,
-            extensions=extensions,
+            server_hostname=pinned.sni_hostname,
         )
 
     async def test(

@@ -79,38 +79,50 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
          ON ds.destination_id = c.destination_id AND ds.version = c.secret_version
   LEFT JOIN usage_counters u ON u.organization_id = c.organization_id AND u.month = %(month)s
 
--- name: finish_delivery
--- Write a claim's outcome, fenced by its token, with its attempt and event, in one
--- statement. Nothing but the attempt (as `fenced`) is written once the claim has expired
--- and been taken again.
-WITH done AS (
-    UPDATE deliveries
-       SET status = %(status)s, attempts = attempts + %(spent)s,
-           next_attempt_at = coalesce(%(next_attempt_at)s, next_attempt_at),
-           reason = %(reason)s, last_detail = %(detail)s,
-           sent_at = CASE WHEN %(status)s = 'sent' THEN %(now)s ELSE sent_at END,
-           claim_token = NULL, claimed_until = NULL, throttled = false, updated_at = %(now)s
-     WHERE id = %(id)s AND claim_token = %(claim_token)s AND status = 'sending'
-    RETURNING id, organization_id, attempts
+-- name: finish_deliveries
+-- Write claims' outcomes, each fenced by its token, with their attempts and events, in one
+-- statement (%(outcomes)s: a JSON array, one object per outcome). An
+-- outcome whose claim has expired and been taken again writes nothing but its attempt (as
+-- `fenced`). Returns the (id, claim_token) of the outcomes written.
+WITH o AS MATERIALIZED (
+    SELECT * FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o (
+        id text, organization_id text, claim_token uuid, status text, spent integer,
+        next_attempt_at timestamptz, reason text, detail text, now timestamptz,
+        attempt integer, started_at timestamptz, duration_ms integer, http_status integer,
+        error_class text, excerpt text, event text, event_data jsonb)
+),
+done AS (
+    UPDATE deliveries d
+       SET status = o.status, attempts = d.attempts + o.spent,
+           next_attempt_at = coalesce(o.next_attempt_at, d.next_attempt_at),
+           reason = o.reason, last_detail = o.detail,
+           sent_at = CASE WHEN o.status = 'sent' THEN o.now ELSE d.sent_at END,
+           claim_token = NULL, claimed_until = NULL, throttled = false, updated_at = o.now
+      FROM o
+     WHERE d.id = o.id AND d.claim_token = o.claim_token AND d.status = 'sending'
+    RETURNING d.id, o.claim_token, d.organization_id, d.attempts
 ),
 attempt AS (
     INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,
                                    started_at, duration_ms, outcome, http_status,
                                    error_class, response_excerpt)
-    SELECT %(organization_id)s, %(id)s, %(attempt)s, %(claim_token)s, %(started_at)s,
-           %(duration_ms)s,
-           CASE WHEN EXISTS (SELECT 1 FROM done) THEN %(status)s ELSE 'fenced' END,
-           %(http_status)s, %(error_class)s, %(excerpt)s
-     WHERE %(spent)s = 1
+    SELECT o.organization_id, o.id, o.attempt, o.claim_token, o.started_at, o.duration_ms,
+           CASE WHEN EXISTS (SELECT 1 FROM done
+                              WHERE done.id = o.id AND done.claim_token = o.claim_token)
+                THEN o.status ELSE 'fenced' END,
+           o.http_status, o.error_class, o.excerpt
+      FROM o
+     WHERE o.spent = 1
 ),
 event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)
-    SELECT done.organization_id, %(event)s, done.id,
-           %(event_data)s::jsonb || jsonb_build_object('attempts', done.attempts), %(now)s
+    SELECT done.organization_id, o.event, done.id,
+           o.event_data || jsonb_build_object('attempts', done.attempts), o.now
       FROM done
-     WHERE %(event)s::text IS NOT NULL
+      JOIN o ON o.id = done.id AND o.claim_token = done.claim_token
+     WHERE o.event IS NOT NULL
 )
-SELECT id, attempts FROM done
+SELECT id, claim_token FROM done
 
 -- name: release_claim
 -- Give a claimed row back without spending an attempt: held for quota, or pushed back

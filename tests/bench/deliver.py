@@ -2,7 +2,8 @@
 
 20,000 due webhook deliveries across 20 destinations to a fast loopback receiver (a raw
 asyncio server in its own process); one worker process, then two (`postbag tick deliver`).
-Prints deliveries/s and p50/p99 submit-to-delivery latency (insert to `sent_at`), and, when
+Prints the CPU one signed POST costs this process with httpx and with aiohttp (the worker's
+client), deliveries/s and p50/p99 submit-to-delivery latency (insert to `sent_at`), and, when
 procrastinate is installed, the same workload as procrastinate tasks (one task per delivery
 doing the same signed POST with httpx) for a ratio. Also times the claim query on an empty
 table and with 1,000,000 `sent` rows, and prints its plan.
@@ -22,7 +23,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import httpx
+
 from core import outbox
+from core.adapters import http
+from core.adapters.webhook import body_bytes, signature_headers
 from core.db import Conn, connect
 from core.migrate import migrate
 from core.services import utcnow
@@ -49,6 +55,54 @@ def start_receiver() -> tuple[subprocess.Popen[bytes], str]:
     assert process.stdout is not None
     process.stdout.readline()
     return process, f"http://127.0.0.1:{port}/hook"
+
+
+async def client_cost(url: str, *, sends: int = 3000, concurrency: int = 16) -> dict[str, float]:
+    """CPU milliseconds of this process per webhook POST, `concurrency` at a time, for httpx
+    (streamed, as the worker sent before) and aiohttp (`core.adapters.http.post`)."""
+    body = body_bytes({"event": "form.submitted", "receipt": "sub_bench", "values": {"n": 1}})
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Postbag/bench",
+        **signature_headers(
+            secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            delivery_id="dlv_bench",
+            body=body,
+            timestamp=int(time.time()),
+        ),
+    }
+
+    async def measure(send: Any) -> float:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with gate:
+                await send()
+
+        await asyncio.gather(*(one() for _ in range(200)))  # warm: connections open
+        begun = time.process_time()
+        await asyncio.gather(*(one() for _ in range(sends)))
+        return (time.process_time() - begun) / sends * 1000
+
+    costs: dict[str, float] = {}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(follow_redirects=False, limits=limits) as client:
+
+        async def with_httpx() -> None:
+            async with client.stream("POST", url, content=body, headers=headers) as response:
+                async for _ in response.aiter_bytes():
+                    pass
+            assert response.status_code == 200
+
+        costs["httpx"] = await measure(with_httpx)
+    async with aiohttp.ClientSession() as session:
+
+        async def with_aiohttp() -> None:
+            result = await http.post(session, url, content=body, headers=headers, timeout=10)
+            assert result.ok
+
+        costs["aiohttp"] = await measure(with_aiohttp)
+    return costs
 
 
 async def seed(conn: Conn, url: str) -> None:
@@ -274,6 +328,13 @@ async def main() -> None:
         conn = await connect(db_url)
         await migrate(conn)
         await conn.close()
+        if os.environ.get("BENCH_CLIENTS", "1") == "1":
+            costs = await client_cost(url)
+            print(
+                f"CPU per webhook POST in the sending process (16 at a time, loopback):"
+                f" httpx {costs['httpx']:.2f} ms, aiohttp {costs['aiohttp']:.2f} ms",
+                flush=True,
+            )
         for workers in (1, 2) if os.environ.get("BENCH_SEND", "1") == "1" else ():
             result = await run_postbag(db_url, url, workers)
             print(
