@@ -96,6 +96,7 @@ async def serve(services: Services, *, host: str, port: int) -> None:
         host=host,
         port=port,
         lifespan="off",
+        http="httptools",
         log_config=None,
         access_log=False,
     )
