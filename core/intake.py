@@ -120,12 +120,10 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
     hashed = client_hash(client, services.settings.require_secret_key())
     if not form_id.startswith("frm_") or len(form_id) > 64:
         raise NotFound("no such form")
-    async with services.db.connection() as conn:
-        cur = await conn.execute(
-            queries["resolve_form"],
-            {"form_id": form_id, "client_hash": hashed, "now": now, "month": month_of(now)},
-        )
-        row = await cur.fetchone()
+    row = await services.db.fetch_one(
+        queries["resolve_form"],
+        {"form_id": form_id, "client_hash": hashed, "now": now, "month": month_of(now)},
+    )
     if row is None:
         raise NotFound("no such form")
     return Form(
