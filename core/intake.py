@@ -117,12 +117,10 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
     hashed = client_hash(client, services.settings.require_secret_key())
     if not form_id.startswith("frm_") or len(form_id) > 64:
         raise NotFound("no such form")
-    async with services.db.connection() as conn:
-        cur = await conn.execute(
-            queries["resolve_form"],
-            {"form_id": form_id, "client_hash": hashed, "now": now, "month": month_of(now)},
-        )
-        row = await cur.fetchone()
+    row = await services.db.fetch_one(
+        queries["resolve_form"],
+        {"form_id": form_id, "client_hash": hashed, "now": now, "month": month_of(now)},
+    )
     if row is None:
         raise NotFound("no such form")
     return Form(
@@ -413,25 +411,14 @@ def _lock_key(form: Form, hashed_payload: bytes) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-async def _insert(
-    services: Services, params: dict[str, Any], *, lock_key: int | None
-) -> dict[str, Any]:
-    """Run the submit transaction in one round trip.
-
-    With an idempotency key it is one statement (its own transaction on the autocommit
-    connection). Without one, the advisory lock and the statement go out in one pipeline
-    with a single Sync, which Postgres runs as one implicit transaction: the lock is held
-    to the commit, and the statement, taking its snapshot after the lock, sees the row of
-    a concurrent identical submit that won.
+async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
+    """Run the submit transaction: one statement, so one round trip and its own transaction
+    on the autocommit connection. Without an idempotency key it takes the double-submit lock
+    (`params["lock_key"]`) and looks for a repeat after it (see `insert_submission`).
     """
     for _ in range(3):
         async with services.db.connection() as conn:
-            if lock_key is None:
-                cur = await conn.execute(queries["insert_submission"], params)
-            else:
-                async with conn.pipeline():
-                    await conn.execute(queries["lock_double_submit"], {"lock_key": lock_key})
-                    cur = await conn.execute(queries["insert_submission"], params)
+            cur = await conn.execute(queries["insert_submission"], params)
             row = await cur.fetchone()
         if row is not None:
             return row
@@ -563,8 +550,9 @@ async def _submit_parsed(
         "events": Jsonb(events),
         "month": month_of(now),
         "counted": counted,
+        "lock_key": None if key else _lock_key(form, hashed),
     }
-    row = await _insert(services, params, lock_key=None if key else _lock_key(form, hashed))
+    row = await _insert(services, params)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json)
     log.info(

@@ -1,6 +1,8 @@
 """Every SQL statement, loaded once from `core/sql/*.sql` and referred to by name.
 
-A file holds blocks headed by `-- name: <name>` and a one-line `-- <purpose>`.
+A file holds blocks headed by `-- name: <name>` and a one-line `-- <purpose>`. Comment
+lines are left out of the loaded text: psycopg caches the parsing of a statement only when
+it is at most 4 KB, and the submit transaction is over that with its comments.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ def _load(directory: Path) -> dict[str, str]:
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             if name in found:
                 raise ValueError(f"query {name!r} is defined twice ({path.name})")
-            found[name] = body.strip()
+            lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+            found[name] = "\n".join(lines).strip()
     return found
 
 

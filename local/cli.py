@@ -8,6 +8,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+import uvloop
+
 from core.db import connect
 from core.deliver import close_shared_client
 from core.errors import PostbagError
@@ -137,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_set_plan(url, args.organization_id, args.plan))
             print(f"{args.organization_id} is now on {args.plan}")
         elif args.command == "dev":
-            asyncio.run(_dev(settings, args.host, args.port))
+            # The runner serves on uvloop (and httptools, see `local.runner.serve`).
+            uvloop.run(_dev(settings, args.host, args.port))
         elif args.command == "tick":
             print(json.dumps(asyncio.run(_tick(settings, args.name, args.budget))))
     except PostbagError as exc:

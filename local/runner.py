@@ -96,6 +96,10 @@ async def serve(services: Services, *, host: str, port: int) -> None:
         host=host,
         port=port,
         lifespan="off",
+        http="httptools",
+        # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES,
+        # `core.clients`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
+        proxy_headers=False,
         log_config=None,
         access_log=False,
     )

@@ -41,28 +41,25 @@ SELECT id, payload_hash
             AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
             AND received_at > %(now)s - interval '60 seconds'))
 
--- name: lock_double_submit
--- Serialise identical key-less submits of one client to one form until commit, so the
--- 60-second double-submit check below sees the winner's row.
-SELECT pg_advisory_xact_lock(%(lock_key)s)
-
 -- name: insert_submission
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
 -- the same client and payload within 60 s) already produced a submission, insert it with
 -- its attachments, one delivery per live matching route (with the snapshot), the visitor's
 -- acknowledgement email if one is due, its events and the monthly usage count. Returns the new submission, or the previous one.
 WITH existing AS (
-    SELECT id, payload_hash
-      FROM submissions
-     WHERE form_id = %(form_id)s
-       -- Two index-friendly arms (the unique key; the client's recent rows), not a CASE,
-       -- and no ORDER BY/LIMIT, which would tempt the planner into walking the form's
-       -- whole time index. At most one row matches: keys are unique, and key-less
-       -- repeats within 60 s are folded into the first.
-       AND (idempotency_key = %(idempotency_key)s::text
-            OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
-                AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
-                AND received_at > %(now)s - interval '60 seconds'))
+    -- At most one row: keys are unique per form, and key-less repeats within 60 s are
+    -- folded into the first. With a key, the submission it produced (a concurrent one is
+    -- caught by ON CONFLICT below).
+    SELECT k.id, k.payload_hash
+      FROM submissions k
+     WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
+    UNION ALL
+    -- Without a key, the same client's same payload within 60 s, looked up after the
+    -- double-submit lock with a snapshot of its own (migrations/0007_keyless_double_submit).
+    SELECT p.id, p.payload_hash
+      FROM postbag_previous_keyless_submission(%(lock_key)s::bigint, %(form_id)s,
+                                               %(client_hash)s, %(payload_hash)s, %(now)s) p
+     WHERE %(idempotency_key)s::text IS NULL
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values", meta,
                              idempotency_key, payload_hash, client_hash, schema_version,
