@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -32,29 +31,13 @@ from core.adapters.webhook import body_bytes, signature_headers
 from core.db import Conn, connect
 from core.migrate import migrate
 from core.services import utcnow
+from tests.bench.receiver import start_receiver
 from tests.conftest import create_database, database_url, drop_database, subprocess_env
 from tests.outbox_support import make_destination, make_many, make_tenant
 
 TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))
 DESTINATIONS = 20
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_receiver() -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "receiver.py"), str(port)],
-        stdout=subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    process.stdout.readline()
-    return process, f"http://127.0.0.1:{port}/hook"
 
 
 async def client_cost(url: str, *, sends: int = 3000, concurrency: int = 16) -> dict[str, float]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import sys
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
@@ -30,6 +32,17 @@ class Receiver(asyncio.Protocol):
                 return
             self.buffer = self.buffer[total:]
             self.transport.write(ANSWER)
+
+
+def start_receiver() -> tuple[subprocess.Popen[bytes], str]:
+    """Run the receiver in its own process on a free port; the process and its hook URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    process = subprocess.Popen([sys.executable, __file__, str(port)], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.readline()
+    return process, f"http://127.0.0.1:{port}/hook"
 
 
 async def main(port: int) -> None:

@@ -32,6 +32,9 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types.json import Jsonb
+
+from tests.bench.receiver import start_receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "bench-secret-key-0123456789abcdef0123456789"
@@ -213,8 +216,9 @@ def pgbench(
 # --- the run --------------------------------------------------------------------------------------
 
 
-def setup(url: str) -> dict[str, str]:
-    """The organization, form and two webhook routes the benchmark posts to."""
+def setup(url: str, hook_url: str) -> dict[str, str]:
+    """The organization, form and two webhook routes the benchmark posts to; their
+    destinations are a fast loopback receiver, so the runner's worker delivers as it would."""
     ids = {
         "org": "org_bench" + uuid.uuid4().hex[:12],
         "form": "frm_bench" + uuid.uuid4().hex[:12],
@@ -235,9 +239,8 @@ def setup(url: str) -> dict[str, str]:
         for n in (1, 2):
             conn.execute(
                 "INSERT INTO destinations (id, organization_id, type, name, config) "
-                f"VALUES (%(dst{n})s, %(org)s, 'webhook', 'Hook', "
-                f'\'{{"url": "https://hooks.example.com/{n}"}}\')',
-                ids,
+                f"VALUES (%(dst{n})s, %(org)s, 'webhook', 'Hook', %(config)s)",
+                {**ids, "config": Jsonb({"url": f"{hook_url}/{n}"})},
             )
             conn.execute(
                 "INSERT INTO destination_secrets "
@@ -302,6 +305,7 @@ def main() -> int:
     url = _url(args.admin_url, dbname)
     workdir = Path(tempfile.mkdtemp(prefix="postbag-bench-"))
     port = _free_port()
+    receiver, hook_url = start_receiver()
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
     env.update(
         POSTBAG_DATABASE_URL=url,
@@ -327,7 +331,7 @@ def main() -> int:
                     break
             except OSError:
                 time.sleep(0.1)
-        ids = setup(url)
+        ids = setup(url, hook_url)
         path = f"/s/{ids['form']}"
         drive(port, path, 4, 2)  # warm-up: pool, caches
         script = workdir / "submit.pgbench"
@@ -365,6 +369,7 @@ def main() -> int:
             )
         print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
     finally:
+        receiver.terminate()
         runner.send_signal(signal.SIGINT)
         try:
             runner.wait(timeout=20)
