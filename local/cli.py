@@ -64,7 +64,7 @@ async def _set_plan(url: str, organization_id: str, plan: str) -> None:
         await conn.close()
 
 
-async def _dev(settings: Settings, host: str, port: int) -> None:
+async def _dev(settings: Settings, host: str, port: int, *, ticks: bool) -> None:
     from local.runner import serve
 
     url = settings.require_database_url()
@@ -87,8 +87,10 @@ async def _dev(settings: Settings, host: str, port: int) -> None:
         "addresses (development only).",
         flush=True,
     )
+    if not ticks:
+        print("Ticks are off: nothing is delivered until `postbag tick deliver` runs.", flush=True)
     print(f"Postbag is listening on http://{host}:{port} (Ctrl-C stops it)", flush=True)
-    await serve(Services.from_settings(settings), host=host, port=port)
+    await serve(Services.from_settings(settings), host=host, port=port, ticks=ticks)
 
 
 async def _tick(settings: Settings, name: str, budget: float) -> dict[str, object]:
@@ -114,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev = commands.add_parser("dev", help="run everything in one local process")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8080)
+    dev.add_argument(
+        "--no-ticks",
+        action="store_true",
+        help="serve HTTP only; run the ticks elsewhere (`postbag tick deliver` from cron)",
+    )
     tick = commands.add_parser("tick", help="run one pass of a scheduled tick")
     tick.add_argument("name", choices=sorted(TICKS))
     tick.add_argument("--budget", type=float, default=60.0, help="seconds (default 60)")
@@ -140,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.organization_id} is now on {args.plan}")
         elif args.command == "dev":
             # The runner serves on uvloop (and httptools, see `local.runner.serve`).
-            uvloop.run(_dev(settings, args.host, args.port))
+            uvloop.run(_dev(settings, args.host, args.port, ticks=not args.no_ticks))
         elif args.command == "tick":
             print(json.dumps(asyncio.run(_tick(settings, args.name, args.budget))))
     except PostbagError as exc:

@@ -89,8 +89,9 @@ async def cron_loop(services: Services) -> None:
             group.create_task(_fire(services, tick, wake if tick.name == "deliver" else None))
 
 
-async def serve(services: Services, *, host: str, port: int) -> None:
-    """Serve HTTP and run the ticks until SIGINT/SIGTERM, then close the pool."""
+async def serve(services: Services, *, host: str, port: int, ticks: bool = True) -> None:
+    """Serve HTTP (and run the ticks, unless `ticks` is off) until SIGINT/SIGTERM, then
+    close the pool."""
     config = uvicorn.Config(
         combined_app(services),
         host=host,
@@ -104,12 +105,13 @@ async def serve(services: Services, *, host: str, port: int) -> None:
         access_log=False,
     )
     server = uvicorn.Server(config)
-    cron = asyncio.create_task(cron_loop(services))
+    cron = asyncio.create_task(cron_loop(services)) if ticks else None
     try:
         await server.serve()
     finally:
-        cron.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await cron
+        if cron is not None:
+            cron.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await cron
         await close_shared_client()
         await services.db.close()

@@ -14,7 +14,9 @@ import pytest
 
 from core.db import Conn
 from core.organizations import authenticate
-from tests.conftest import subprocess_env
+from tests.conftest import TEST_SECRET_KEY, make_org, subprocess_env
+from tests.peers import receiver
+from tests.submit_support import create_destination, create_form, create_route, rows
 
 
 def postbag(
@@ -140,3 +142,46 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
     assert again.status_code == 200
     assert v1.status_code == 200
     assert "API key" not in out  # same data: the local organization already exists
+
+
+async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(
+    db_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    scope, _key = await make_org(conn)
+    form = await create_form(conn, scope)
+    with receiver() as peer:
+        hook = await create_destination(conn, scope, config={"url": peer.url + "/hook"})
+        await create_route(conn, scope, form, hook)
+        env = subprocess_env(
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",  # the receiver is on loopback
+        )
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "local.cli", "dev", "--no-ticks", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert _wait_healthy(proc, port).status_code == 200
+            posted = httpx.post(
+                f"http://127.0.0.1:{port}/s/{form}",
+                data={"name": "Ada"},
+                headers={"Accept": "application/json"},
+                timeout=10,
+            )
+            time.sleep(1.5)  # a runner with ticks would have delivered at once (LISTEN)
+            pending = await rows(conn, "SELECT status FROM deliveries")
+        finally:
+            out = _stop(proc)
+        assert posted.status_code == 201
+        assert "Ticks are off" in out
+        assert pending == [{"status": "pending"}] and peer.requests == []
+        ticked = postbag("tick", "deliver", env=env)
+        assert ticked.returncode == 0, ticked.stderr
+    assert await rows(conn, "SELECT status FROM deliveries") == [{"status": "sent"}]
+    assert [json.loads(r.body)["receipt"] for r in peer.requests] == [posted.json()["receipt"]]

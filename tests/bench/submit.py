@@ -278,6 +278,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> float:
+    """Busy CPU time of the whole machine so far (all cores, every process)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -297,6 +304,11 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--skip-million", action="store_true")
     parser.add_argument("--pool-max", type=int, default=10, help="POSTBAG_DB_POOL_MAX")
+    parser.add_argument(
+        "--no-ticks",
+        action="store_true",
+        help="the runner serves HTTP only (its worker would deliver, which pgbench does not)",
+    )
     args = parser.parse_args()
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
@@ -318,7 +330,8 @@ def main() -> int:
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
     )
     runner = subprocess.Popen(
-        [str(Path(sys.executable).parent / "postbag"), "dev", "--port", str(port)],
+        [str(Path(sys.executable).parent / "postbag"), "dev", "--port", str(port)]
+        + (["--no-ticks"] if args.no_ticks else []),
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -338,24 +351,30 @@ def main() -> int:
         script.write_text(PGBENCH_SCRIPT.format(**ids))
         results = []
         for concurrency in args.concurrency:
-            cpu_before = cpu_seconds(runner.pid)
+            cpu_before, machine_before = cpu_seconds(runner.pid), machine_cpu_seconds()
             ours = drive(port, path, concurrency, args.duration)
-            ours["cpu_ms"] = (
-                (cpu_seconds(runner.pid) - cpu_before) / (ours["rps"] * args.duration) * 1000
-            )
+            requests = ours["rps"] * args.duration
+            ours["cpu_ms"] = (cpu_seconds(runner.pid) - cpu_before) / requests * 1000
+            ours["machine_ms"] = (machine_cpu_seconds() - machine_before) / requests * 1000
+            machine_before = machine_cpu_seconds()
             reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
+            reference["machine_ms"] = (
+                (machine_cpu_seconds() - machine_before) / (reference["rps"] * args.duration) * 1000
+            )
             results.append((concurrency, ours, reference))
         print(f"cpus: {os.cpu_count()}, duration per run: {args.duration} s")
         print(
             f"{'conc':>4} | {'postbag req/s':>13} {'p50 ms':>7} {'p99 ms':>7} | "
-            f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5} | runner CPU/req"
+            f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5} | "
+            "CPU/req: runner, machine (pgbench's machine)"
         )
         for concurrency, ours, reference in results:
             print(
                 f"{concurrency:>4} | {ours['rps']:>13.0f} {ours['p50_ms']:>7.2f} "
                 f"{ours['p99_ms']:>7.2f} | {reference['rps']:>12.0f} "
                 f"{reference['p50_ms']:>7.2f} {reference['p99_ms']:>7.2f} | "
-                f"{ours['rps'] / reference['rps']:>5.2f} | {ours['cpu_ms']:.2f} ms"
+                f"{ours['rps'] / reference['rps']:>5.2f} | {ours['cpu_ms']:.2f} ms, "
+                f"{ours['machine_ms']:.2f} ms ({reference['machine_ms']:.2f} ms)"
             )
         if not args.skip_million:
             empty = next((r[1] for r in results if r[0] == 16), results[0][1])
