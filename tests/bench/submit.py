@@ -1,11 +1,14 @@
 """Benchmark of `POST /s/{form}` against pgbench doing the same transaction.
 
-Starts the local runner (`postbag dev`) against a fresh database, drives `POST /s/{form}`
-(urlencoded, 8 fields, a form with 2 webhook routes) from a separate process at several
-concurrencies for a fixed duration, and in the same run drives `pgbench` with a script
-doing the same SQL transaction (insert a submission, two deliveries, one event) at the
-same concurrencies. Prints requests/s, p50/p99 latency, the Postbag/pgbench ratio and the
-runner's peak RSS; then loads 1,000,000 submissions and measures Postbag again.
+Starts the local runner (`postbag dev --no-ticks`: the submit path alone, as the cloud's
+submit function runs it; `--with-ticks` also runs its delivery worker) against a fresh
+database, drives `POST /s/{form}` (urlencoded, 8 fields, a form with 2 webhook routes to a
+fast loopback receiver) from a separate process at several concurrencies for a fixed
+duration, and in the same run drives `pgbench` with a script doing the same SQL
+transaction (insert a submission, two deliveries, one event) at the same concurrencies.
+Prints requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner,
+whole machine) and the runner's peak RSS; then loads 1,000,000 submissions and measures
+Postbag again.
 
     .venv/bin/python tests/bench/submit.py \\
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10
@@ -305,9 +308,9 @@ def main() -> int:
     parser.add_argument("--skip-million", action="store_true")
     parser.add_argument("--pool-max", type=int, default=10, help="POSTBAG_DB_POOL_MAX")
     parser.add_argument(
-        "--no-ticks",
+        "--with-ticks",
         action="store_true",
-        help="the runner serves HTTP only (its worker would deliver, which pgbench does not)",
+        help="the runner also delivers (its worker shares the machine; pgbench does not)",
     )
     args = parser.parse_args()
 
@@ -331,7 +334,7 @@ def main() -> int:
     )
     runner = subprocess.Popen(
         [str(Path(sys.executable).parent / "postbag"), "dev", "--port", str(port)]
-        + (["--no-ticks"] if args.no_ticks else []),
+        + ([] if args.with_ticks else ["--no-ticks"]),
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
