@@ -58,6 +58,7 @@ class Settings:
     email_provider: EmailProvider = "log"
     mail_from: str | None = None
     resend_api_key: Secret | None = None
+    resend_api_url: str = "https://api.resend.com"
     smtp_url: Secret | None = None
     telegram_api_url: str = "https://api.telegram.org"
     turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
@@ -194,6 +195,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "email_provider": _one_of("ses", "resend", "smtp", "log"),
     "mail_from": _optional_text,
     "resend_api_key": _secret,
+    "resend_api_url": _http_url,
     "smtp_url": _secret,
     "telegram_api_url": _http_url,
     "turnstile_verify_url": _http_url,

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Iterator
+from email.parser import BytesParser
+from email.policy import default as default_policy
 from typing import Any
 
 import boto3
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
@@ -23,6 +29,7 @@ from tests.outbox_support import (
     make_tenant,
     with_settings,
 )
+from tests.peers import receiver, status
 
 FAST = WorkerOptions(timeout=2, margin=0.1)
 REGION = "eu-west-1"
@@ -187,3 +194,155 @@ async def test_email__log_provider_prints_and_never_claims_sent(
     row = await delivery(conn, dlv)
     assert (row["status"], row["reason"], row["sent_at"]) == ("skipped", "email_log_only", None)
     assert await attempts(conn, dlv) == []
+
+
+async def _email_delivery(conn: Conn, to: str = "owner@example.com") -> tuple[str, str, str]:
+    """A due email delivery to `to`: its submission, its id and the form."""
+    tenant = await make_tenant(conn)
+    dst, rte = await make_destination(conn, tenant, type="email", config={"to": [to]}, secret=None)
+    sub, dlv = await make_delivery(
+        conn,
+        tenant,
+        dst,
+        rte,
+        channel="email",
+        target={"to": [to]},
+        values={"name": "Ada", "email": "a@example.com", "subscribe": True, "notes": "hi"},
+        template=TEMPLATE,
+        max_attempts=8,
+        secret_version=None,
+    )
+    return sub, dlv, tenant.form
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[str, list[Envelope]]]:
+    """A real SMTP server on loopback (aiosmtpd): refuses `nobody@…`, keeps the rest."""
+    received: list[Envelope] = []
+
+    class Handler:
+        async def handle_RCPT(
+            self, _server: Any, _session: Any, envelope: Envelope, address: str, _options: Any
+        ) -> str:
+            if address.startswith("nobody@"):
+                return "550 5.1.1 no such mailbox"
+            envelope.rcpt_tos.append(address)
+            return "250 OK"
+
+        async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 Message accepted for delivery"
+
+    port = _free_port()
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield f"smtp://127.0.0.1:{port}", received
+    finally:
+        controller.stop()
+
+
+async def test_email__smtp_sends_the_default_text(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    sub, dlv, form = await _email_delivery(conn)
+    stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    assert stats["sent"] == 1, stats
+    [envelope] = received
+    assert (envelope.mail_from, envelope.rcpt_tos) == (SENDER, ["owner@example.com"])
+    assert isinstance(envelope.content, bytes)
+    parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
+    assert (parsed["From"], parsed["To"]) == (SENDER, "owner@example.com")
+    assert parsed["Subject"] == "New form submission"
+    assert parsed["Message-ID"] == f"<{dlv}@postbag>"
+    body = parsed.get_body()
+    assert body is not None
+    assert body.get_content().splitlines() == [
+        "Your name: Ada",
+        "Email: a@example.com",
+        "Subscribe?: Yes",
+        "notes: hi",
+        f"Receipt {sub} · form Contact ({form}) · received {SUBMITTED_AT}",
+    ]
+    assert (await delivery(conn, dlv))["status"] == "sent"
+
+
+async def test_email__smtp_refused_recipient_is_dead_at_once(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    _sub, dlv, _form = await _email_delivery(conn, to="nobody@example.com")
+    await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    row = await delivery(conn, dlv)
+    assert (row["status"], row["attempts"]) == ("dead", 1)
+    assert [a["error_class"] for a in await attempts(conn, dlv)] == ["smtp_recipients_refused"]
+    assert received == []
+
+
+async def test_email__smtp_server_down_is_retried(services: Services, conn: Conn) -> None:
+    url = f"smtp://127.0.0.1:{_free_port()}"  # nothing listens there
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    _sub, dlv, _form = await _email_delivery(conn)
+    await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    assert (await delivery(conn, dlv))["status"] == "failed"
+
+
+def _header(request: Any, name: str) -> str | None:
+    return next((v for k, v in request.headers.items() if k.lower() == name.lower()), None)
+
+
+async def test_email__resend_posts_the_message_with_key_and_idempotency(
+    services: Services, conn: Conn
+) -> None:
+    with receiver(status(200, {"Content-Type": "application/json"}, b'{"id": "re_1"}')) as api:
+        mail = with_settings(
+            services,
+            email_provider="resend",
+            mail_from=SENDER,
+            resend_api_key="re_test_0123456789",
+            resend_api_url=api.url,
+        )
+        sub, dlv, form = await _email_delivery(conn)
+        stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    assert stats["sent"] == 1, stats
+    [request] = api.requests
+    assert (request.method, request.path) == ("POST", "/emails")
+    assert _header(request, "Authorization") == "Bearer re_test_0123456789"
+    assert _header(request, "Idempotency-Key") == dlv
+    body = json.loads(request.body)
+    assert (body["from"], body["to"], body["subject"]) == (
+        SENDER,
+        ["owner@example.com"],
+        "New form submission",
+    )
+    assert body["text"].splitlines()[-1] == (
+        f"Receipt {sub} · form Contact ({form}) · received {SUBMITTED_AT}"
+    )
+    assert (await delivery(conn, dlv))["status"] == "sent"
+
+
+@pytest.mark.parametrize(("code", "state"), [(422, "dead"), (429, "failed"), (500, "failed")])
+async def test_email__resend_refusal_is_dead_and_overload_retried(
+    services: Services, conn: Conn, code: int, state: str
+) -> None:
+    with receiver(status(code, {}, b'{"message": "no"}')) as api:
+        mail = with_settings(
+            services,
+            email_provider="resend",
+            mail_from=SENDER,
+            resend_api_key="re_test_0123456789",
+            resend_api_url=api.url,
+        )
+        _sub, dlv, _form = await _email_delivery(conn)
+        await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    assert (await delivery(conn, dlv))["status"] == state
+    assert [a["http_status"] for a in await attempts(conn, dlv)] == [code]

@@ -27,7 +27,6 @@ from core.email_text import message
 from core.logs import log
 from core.settings import Settings
 
-RESEND_API_URL = "https://api.resend.com/emails"
 # SES answers that mean "later", not "never".
 _SES_RETRYABLE = frozenset(
     {
@@ -165,7 +164,7 @@ class EmailAdapter:
             body = {"from": settings.mail_from, "to": to, "subject": subject, "text": text}
             return await http.post(
                 ctx.http,
-                RESEND_API_URL,
+                f"{settings.resend_api_url.rstrip('/')}/emails",
                 content=json.dumps(body).encode(),
                 headers={
                     "Authorization": f"Bearer {settings.resend_api_key.get_secret_value()}",
