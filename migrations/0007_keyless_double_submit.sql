@@ -4,6 +4,10 @@
 -- A VOLATILE function takes a fresh snapshot for each statement it runs (READ COMMITTED),
 -- so the lookup sees the row of a concurrent identical submit that committed while this
 -- one waited for the lock, and the submit stays one statement: one round trip.
+-- "No key" is written `coalesce(idempotency_key, '') = ''` (keys are never empty): as
+-- `idempotency_key IS NULL` it could be planned on the idempotency constraint's index and
+-- read every key-less submission of the form; this way it goes through
+-- submissions_client_recent_idx (form, client, time).
 CREATE FUNCTION postbag_previous_keyless_submission(
     p_lock_key bigint,
     p_form_id text,
@@ -18,7 +22,7 @@ BEGIN
         SELECT s.id, s.payload_hash
           FROM submissions s
          WHERE s.form_id = p_form_id
-           AND s.idempotency_key IS NULL
+           AND coalesce(s.idempotency_key, '') = ''
            AND s.client_hash = p_client_hash
            AND s.payload_hash = p_payload_hash
            AND s.received_at > p_now - interval '60 seconds';

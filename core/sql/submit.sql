@@ -69,7 +69,7 @@ WITH existing AS (
            %(schema_version)s, %(now)s,
            %(now)s + make_interval(days => %(retention_days)s::int)
      WHERE NOT EXISTS (SELECT 1 FROM existing)
-    ON CONFLICT (form_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    ON CONFLICT (form_id, idempotency_key) DO NOTHING
     RETURNING id
 ), attachment AS (
     INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
