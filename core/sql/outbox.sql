@@ -77,8 +77,7 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
   LEFT JOIN destinations dst ON dst.id = c.destination_id
   LEFT JOIN destination_secrets ds
          ON ds.destination_id = c.destination_id AND ds.version = c.secret_version
-  LEFT JOIN LATERAL (SELECT sum(submissions) AS submissions FROM usage_counters
-                      WHERE organization_id = c.organization_id AND month = %(month)s) u ON true
+  LEFT JOIN usage_counters u ON u.organization_id = c.organization_id AND u.month = %(month)s
 
 -- name: finish_deliveries
 -- Write claims' outcomes, each fenced by its token, with their attempts and events, in one
@@ -144,7 +143,7 @@ UPDATE deliveries d
   FROM organizations o
  WHERE d.held AND o.id = d.organization_id
    AND o.id IN (SELECT DISTINCT organization_id FROM deliveries WHERE held)
-   AND (coalesce((SELECT sum(u.submissions) FROM usage_counters u
+   AND (coalesce((SELECT u.submissions FROM usage_counters u
                    WHERE u.organization_id = o.id AND u.month = %(month)s), 0)
         > (%(limits)s::jsonb ->> o.plan)::integer) IS NOT TRUE
 RETURNING d.id

@@ -7,7 +7,7 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
        f.ack_email, o.plan,
        s.version AS schema_version, s.schema,
-       coalesce((SELECT sum(u.submissions)::integer FROM usage_counters u
+       coalesce((SELECT u.submissions FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
            AS month_submissions,
        (SELECT count(*) FROM (
@@ -112,11 +112,9 @@ WITH existing AS (
            jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
 ), usage AS (
-    -- One of the month's 16 slot rows, by backend, so concurrent submits don't queue on one.
-    INSERT INTO usage_counters (organization_id, month, slot, submissions)
-    SELECT %(organization_id)s, %(month)s, pg_backend_pid() %% 16, 1
-      FROM submission WHERE %(counted)s
-    ON CONFLICT (organization_id, month, slot)
+    INSERT INTO usage_counters (organization_id, month, submissions)
+    SELECT %(organization_id)s, %(month)s, 1 FROM submission WHERE %(counted)s
+    ON CONFLICT (organization_id, month)
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, NULL::bytea AS payload_hash,

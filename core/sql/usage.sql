@@ -19,5 +19,5 @@ SELECT count(*) AS n
 -- name: month_submissions
 -- The organization's counted submissions in one calendar month (absent row: none).
 SELECT coalesce(
-    (SELECT sum(submissions)::integer FROM usage_counters
+    (SELECT submissions FROM usage_counters
       WHERE organization_id = %(organization_id)s AND month = %(month)s), 0) AS n
