@@ -13,6 +13,7 @@ import pytest
 from core.clients import client_address
 from core.db import Conn
 from core.http.submit_app import create_submit_app
+from core.queries import queries
 from core.services import Services, utcnow
 from core.settings import load_settings
 from tests.submit_support import (
@@ -871,3 +872,50 @@ async def test_submit__storage_failure_is_503_and_the_orphan_is_recorded(
     assert await rows(conn, "SELECT id FROM submissions") == []
     orphans = await rows(conn, "SELECT storage_key, deleted_at FROM stored_objects")
     assert len(orphans) == 1 and orphans[0]["deleted_at"] is None
+
+
+async def _submissions_index_reads(conn: Conn) -> int:
+    """Index entries read from `submissions` so far (this session's counts flushed first)."""
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    await conn.execute("SELECT 1")
+    cur = await conn.execute(
+        "SELECT sum(idx_tup_read)::bigint AS n FROM pg_stat_user_indexes "
+        "WHERE relname = 'submissions'"
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+async def test_submit__lookups_do_not_walk_the_forms_history_under_a_plan_made_when_empty(
+    conn: Conn,
+) -> None:
+    # A running submit path keeps generic plans made while the table was young (nothing
+    # re-plans them until statistics change). The rate-limit count and the key-less
+    # double-submit check must not then read every earlier submission of the form: planned
+    # on the idempotency constraint's index they did, on every submit.
+    scope, _key, form = await setup_form(conn, rate_limit_max=1000)
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    client, payload, now = b"\x01" * 32, b"\x02" * 32, utcnow()
+    params = {"form_id": form, "month": now.date().replace(day=1), "client_hash": client}
+    keyless = (
+        "SELECT * FROM postbag_previous_keyless_submission("
+        "1, %(form_id)s, %(client_hash)s, %(payload)s, %(now)s)"
+    )
+
+    async def lookups() -> None:
+        await conn.execute(queries["resolve_form"], {**params, "now": now}, prepare=True)
+        await conn.execute(keyless, {**params, "payload": payload, "now": now}, prepare=True)
+
+    await lookups()  # plans made on the empty table, and kept
+    await conn.execute(
+        'INSERT INTO submissions (id, organization_id, form_id, status, "values", '
+        "payload_hash, client_hash, received_at, erase_at) "
+        "SELECT 'sub_old' || g, %(org)s, %(form)s, 'accepted', '{}', '\\x00', "
+        "decode(md5(g::text), 'hex'), now() - g * interval '10 milliseconds', "
+        "now() + interval '90 days' FROM generate_series(1, 3000) g",
+        {"org": scope.organization_id, "form": form},
+    )
+    before = await _submissions_index_reads(conn)
+    await lookups()
+    assert await _submissions_index_reads(conn) - before < 50
