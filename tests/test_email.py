@@ -81,27 +81,51 @@ def test_message__default_text_in_form_order() -> None:
     ]
 
 
-async def test_email__ses_default_text_line_by_line(
-    services: Services, conn: Conn, ses: Any
-) -> None:
-    mail = with_settings(services, email_provider="ses", mail_from=SENDER)
+DEFAULT_VALUES = {"name": "Ada", "email": "a@example.com", "subscribe": True, "notes": "hi"}
+RESEND_KEY = "re_test_0123456789"
+
+
+async def _email_delivery(
+    conn: Conn,
+    to: str = "owner@example.com",
+    *,
+    values: dict[str, Any] = DEFAULT_VALUES,
+    template: dict[str, Any] | None = TEMPLATE,
+) -> tuple[str, str, str]:
+    """A due email delivery to `to`: its submission, its id and the form."""
     tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secret=None
-    )
-    values = {"email": "a@example.com", "name": "Ada", "subscribe": True, "notes": ""}
+    dst, rte = await make_destination(conn, tenant, type="email", config={"to": [to]}, secret=None)
     sub, dlv = await make_delivery(
         conn,
         tenant,
         dst,
         rte,
         channel="email",
-        target={"to": ["owner@example.com"]},
+        target={"to": [to]},
         values=values,
-        template=TEMPLATE,
+        template=template,
         max_attempts=8,
         secret_version=None,
     )
+    return sub, dlv, tenant.form
+
+
+def _resend(services: Services, url: str) -> Services:
+    return with_settings(
+        services,
+        email_provider="resend",
+        mail_from=SENDER,
+        resend_api_key=RESEND_KEY,
+        resend_api_url=url,
+    )
+
+
+async def test_email__ses_default_text_line_by_line(
+    services: Services, conn: Conn, ses: Any
+) -> None:
+    mail = with_settings(services, email_provider="ses", mail_from=SENDER)
+    values = {"email": "a@example.com", "name": "Ada", "subscribe": True, "notes": ""}
+    sub, dlv, form = await _email_delivery(conn, values=values)
     stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
     assert stats["sent"] == 1, stats
     [sent] = ses.sent_messages
@@ -113,34 +137,20 @@ async def test_email__ses_default_text_line_by_line(
         "Email: a@example.com",
         "Subscribe?: Yes",
         "notes: —",
-        f"Receipt {sub} · form Contact ({tenant.form}) · received {SUBMITTED_AT}",
+        f"Receipt {sub} · form Contact ({form}) · received {SUBMITTED_AT}",
     ]
     assert (await delivery(conn, dlv))["status"] == "sent"
 
 
 async def test_email__route_template(services: Services, conn: Conn, ses: Any) -> None:
     mail = with_settings(services, email_provider="ses", mail_from=SENDER)
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secret=None
-    )
     template = {
         **TEMPLATE,
         "subject": "Message from {{name}}",
         "text": "{{name}} <{{email}}> wrote: {{notes}} (opt-in: {{subscribe}})",
     }
-    await make_delivery(
-        conn,
-        tenant,
-        dst,
-        rte,
-        channel="email",
-        target={"to": ["owner@example.com"]},
-        values={"name": "Ada", "email": "a@example.com", "notes": "hi", "subscribe": False},
-        template=template,
-        max_attempts=8,
-        secret_version=None,
-    )
+    values = {"name": "Ada", "email": "a@example.com", "notes": "hi", "subscribe": False}
+    await _email_delivery(conn, values=values, template=template)
     await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
     [sent] = ses.sent_messages
     assert sent.subject == "Message from Ada"
@@ -149,20 +159,7 @@ async def test_email__route_template(services: Services, conn: Conn, ses: Any) -
 
 async def test_email__not_configured_fails_and_retries(services: Services, conn: Conn) -> None:
     mail = with_settings(services, email_provider="ses", mail_from=None)
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secret=None
-    )
-    _, dlv = await make_delivery(
-        conn,
-        tenant,
-        dst,
-        rte,
-        channel="email",
-        target={"to": ["owner@example.com"]},
-        max_attempts=8,
-        secret_version=None,
-    )
+    _sub, dlv, _form = await _email_delivery(conn)
     await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["attempts"], row["last_detail"]) == (
@@ -175,44 +172,12 @@ async def test_email__not_configured_fails_and_retries(services: Services, conn:
 async def test_email__log_provider_prints_and_never_claims_sent(
     services: Services, conn: Conn
 ) -> None:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secret=None
-    )
-    _, dlv = await make_delivery(
-        conn,
-        tenant,
-        dst,
-        rte,
-        channel="email",
-        target={"to": ["owner@example.com"]},
-        max_attempts=8,
-        secret_version=None,
-    )
+    _sub, dlv, _form = await _email_delivery(conn)
     assert services.settings.email_provider == "log"
     await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["reason"], row["sent_at"]) == ("skipped", "email_log_only", None)
     assert await attempts(conn, dlv) == []
-
-
-async def _email_delivery(conn: Conn, to: str = "owner@example.com") -> tuple[str, str, str]:
-    """A due email delivery to `to`: its submission, its id and the form."""
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, type="email", config={"to": [to]}, secret=None)
-    sub, dlv = await make_delivery(
-        conn,
-        tenant,
-        dst,
-        rte,
-        channel="email",
-        target={"to": [to]},
-        values={"name": "Ada", "email": "a@example.com", "subscribe": True, "notes": "hi"},
-        template=TEMPLATE,
-        max_attempts=8,
-        secret_version=None,
-    )
-    return sub, dlv, tenant.form
 
 
 def _free_port() -> int:
@@ -304,19 +269,13 @@ async def test_email__resend_posts_the_message_with_key_and_idempotency(
     services: Services, conn: Conn
 ) -> None:
     with receiver(status(200, {"Content-Type": "application/json"}, b'{"id": "re_1"}')) as api:
-        mail = with_settings(
-            services,
-            email_provider="resend",
-            mail_from=SENDER,
-            resend_api_key="re_test_0123456789",
-            resend_api_url=api.url,
-        )
+        mail = _resend(services, api.url)
         sub, dlv, form = await _email_delivery(conn)
         stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
     assert stats["sent"] == 1, stats
     [request] = api.requests
     assert (request.method, request.path) == ("POST", "/emails")
-    assert _header(request, "Authorization") == "Bearer re_test_0123456789"
+    assert _header(request, "Authorization") == f"Bearer {RESEND_KEY}"
     assert _header(request, "Idempotency-Key") == dlv
     body = json.loads(request.body)
     assert (body["from"], body["to"], body["subject"]) == (
@@ -335,13 +294,7 @@ async def test_email__resend_refusal_is_dead_and_overload_retried(
     services: Services, conn: Conn, code: int, state: str
 ) -> None:
     with receiver(status(code, {}, b'{"message": "no"}')) as api:
-        mail = with_settings(
-            services,
-            email_provider="resend",
-            mail_from=SENDER,
-            resend_api_key="re_test_0123456789",
-            resend_api_url=api.url,
-        )
+        mail = _resend(services, api.url)
         _sub, dlv, _form = await _email_delivery(conn)
         await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
     assert (await delivery(conn, dlv))["status"] == state
