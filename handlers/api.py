@@ -8,10 +8,10 @@ from typing import Any
 
 from mangum import Mangum
 
-from core.admin import is_admin_command, run_admin_command
 from core.http.api_app import create_api_app
-from core.services import Services
-from core.settings import load_settings
+from core.platform.admin import is_admin_command, run_admin_command
+from core.platform.services import Services
+from core.platform.settings import load_settings
 
 services = Services.from_settings(load_settings(), pool_max=2)
 http = Mangum(create_api_app(services), lifespan="off")

@@ -4,10 +4,10 @@ for `POSTBAG_DELIVER_LOOP_SECONDS` (a shorter cadence than the one-minute schedu
 from collections.abc import Mapping
 from typing import Any
 
-from core.deliver import close_shared_client
-from core.scheduled import LambdaContext, run_scheduled
-from core.services import Services
-from core.settings import load_settings
+from core.outbox.worker import close_shared_client
+from core.platform.services import Services
+from core.platform.settings import load_settings
+from core.ticks.scheduled import LambdaContext, run_scheduled
 
 settings = load_settings()
 services = Services.from_settings(settings, pool_max=4)

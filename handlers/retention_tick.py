@@ -3,9 +3,9 @@
 from collections.abc import Mapping
 from typing import Any
 
-from core.scheduled import LambdaContext, run_scheduled
-from core.services import Services
-from core.settings import load_settings
+from core.platform.services import Services
+from core.platform.settings import load_settings
+from core.ticks.scheduled import LambdaContext, run_scheduled
 
 services = Services.from_settings(load_settings(), pool_max=2)
 

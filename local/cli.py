@@ -10,17 +10,17 @@ from collections.abc import Sequence
 
 import uvloop
 
-from core.db import connect
-from core.deliver import close_shared_client
-from core.errors import PostbagError
-from core.logs import configure_logging
-from core.migrate import migrate
-from core.organizations import create_api_key, create_organization, set_plan
-from core.plans import PLAN_NAMES
-from core.scope import OrgScope
-from core.services import Services, utcnow
-from core.settings import Settings, load_settings
-from core.ticks import TICKS, run_pass
+from core.outbox.worker import close_shared_client
+from core.owner.organizations import create_api_key, create_organization, set_plan
+from core.owner.plans import PLAN_NAMES
+from core.platform.db import connect
+from core.platform.errors import PostbagError
+from core.platform.logs import configure_logging
+from core.platform.migrate import migrate
+from core.platform.scope import OrgScope
+from core.platform.services import Services, utcnow
+from core.platform.settings import Settings, load_settings
+from core.ticks.registry import TICKS, run_pass
 from local.embedded import embedded_database_url, local_secret_key
 
 

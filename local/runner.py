@@ -11,12 +11,12 @@ from typing import Any
 import psycopg
 import uvicorn
 
-from core.deliver import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.submit_app import create_submit_app
-from core.logs import log
-from core.services import Services, utcnow
-from core.ticks import TICKS, Tick, run_pass
+from core.outbox.worker import close_shared_client
+from core.platform.logs import log
+from core.platform.services import Services, utcnow
+from core.ticks.registry import TICKS, Tick, run_pass
 
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -100,7 +100,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         lifespan="off",
         http="httptools",
         # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES,
-        # `core.clients`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
+        # `core.intake.visitor`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
         proxy_headers=False,
         log_config=None,
         access_log=False,

@@ -15,12 +15,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from core.db import Conn, connect
-from core.migrate import migrate
-from core.organizations import create_api_key, create_organization
-from core.scope import OrgScope
-from core.services import Services
-from core.settings import load_settings
+from core.owner.organizations import create_api_key, create_organization
+from core.platform.db import Conn, connect
+from core.platform.migrate import migrate
+from core.platform.scope import OrgScope
+from core.platform.services import Services
+from core.platform.settings import load_settings
 
 TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
 

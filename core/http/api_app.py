@@ -22,7 +22,7 @@ from core.http.v1 import (
     submissions,
     usage,
 )
-from core.services import Services
+from core.platform.services import Services
 
 # Each resource's router; a new resource adds its router here.
 V1_ROUTERS: list[APIRouter] = [

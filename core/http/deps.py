@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from core.services import Services, utcnow
+from core.platform.services import Services, utcnow
 
 
 def get_services(request: Request) -> Services:

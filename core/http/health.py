@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from core.health import check_health
-from core.services import Services, utcnow
+from core.platform.health import check_health
+from core.platform.services import Services, utcnow
 
 
 async def health(request: Request) -> JSONResponse:

@@ -9,7 +9,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from core.errors import (
+from core.platform.errors import (
     DeliveryInProgress,
     DeliveryNotRetryable,
     DestinationPaused,
@@ -35,7 +35,7 @@ from core.errors import (
     ValuesErased,
     ValuesExpired,
 )
-from core.logs import log
+from core.platform.logs import log
 
 PROBLEM_TYPE = "application/problem+json"
 

@@ -13,13 +13,20 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from core.clients import client_address
-from core.errors import PostbagError
 from core.http import health
 from core.http.problems import install_problem_handlers, problem_for
-from core.intake import Form, Outcome, SubmitRequest, cors_origin, notify_deliveries, resolve_form
-from core.intake import submit as run_submit
-from core.services import Services, utcnow
+from core.intake.submit import (
+    Form,
+    Outcome,
+    SubmitRequest,
+    cors_origin,
+    notify_deliveries,
+    resolve_form,
+)
+from core.intake.submit import submit as run_submit
+from core.intake.visitor import client_address
+from core.platform.errors import PostbagError
+from core.platform.services import Services, utcnow
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
 

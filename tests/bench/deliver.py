@@ -25,15 +25,15 @@ from typing import Any
 import aiohttp
 import httpx
 
-from core import outbox
-from core.adapters import http
-from core.adapters.webhook import body_bytes, signature_headers
-from core.db import Conn, connect
-from core.migrate import migrate
-from core.services import utcnow
+from core.destinations import http
+from core.destinations.webhook import body_bytes, signature_headers
+from core.outbox import store as outbox
+from core.platform.db import Conn, connect
+from core.platform.migrate import migrate
+from core.platform.services import utcnow
 from tests.bench.receiver import start_receiver
 from tests.conftest import create_database, database_url, drop_database, subprocess_env
-from tests.outbox_support import make_destination, make_many, make_tenant
+from tests.support.outbox import make_destination, make_many, make_tenant
 
 TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))
 DESTINATIONS = 20
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def client_cost(url: str, *, sends: int = 3000, concurrency: int = 16) -> dict[str, float]:
     """CPU milliseconds of this process per webhook POST, `concurrency` at a time, for httpx
-    (streamed, as the worker sent before) and aiohttp (`core.adapters.http.post`)."""
+    (streamed, as the worker sent before) and aiohttp (`core.destinations.http.post`)."""
     body = body_bytes({"event": "form.submitted", "receipt": "sub_bench", "values": {"n": 1}})
     headers = {
         "Content-Type": "application/json",
@@ -158,7 +158,7 @@ async def run_postbag(db_url: str, url: str, workers: int) -> dict[str, Any]:
 PROCRASTINATE_APP = """
 import httpx, json, os, time
 import procrastinate
-from core.adapters.webhook import body_bytes, signature_headers
+from core.destinations.webhook import body_bytes, signature_headers
 
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(
     conninfo=os.environ["BENCH_DB"]))
@@ -281,7 +281,7 @@ async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
                     best = min(best, time.perf_counter() - begun)
                     assert len(claimed) == 200
             timings[label] = best * 1000
-        from core.queries import queries
+        from core.platform.queries import queries
 
         async with conn.transaction(force_rollback=True):
             await conn.execute("SET LOCAL jit = off")

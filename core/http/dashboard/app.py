@@ -10,8 +10,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from core.dashboard_sessions import close_session, open_session
-from core.errors import PostbagError, Unauthenticated
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -25,8 +23,10 @@ from core.http.dashboard.pages import (
     services_of,
     set_cookie,
 )
+from core.http.dashboard.sessions import close_session, open_session
 from core.http.problems import http_error_response, problem_for, status_and_code
-from core.services import utcnow
+from core.platform.errors import PostbagError, Unauthenticated
+from core.platform.services import utcnow
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 

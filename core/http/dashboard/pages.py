@@ -12,8 +12,8 @@ from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from core.dashboard_sessions import DashboardSession, load_session
-from core.services import Services, utcnow
+from core.http.dashboard.sessions import DashboardSession, load_session
+from core.platform.services import Services, utcnow
 
 SESSION_COOKIE = "pb_session"
 SIGN_IN_COOKIE = "pb_sign_in"

@@ -17,18 +17,20 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core import alerts, deliveries, destinations, events, forms, routes, submissions
-from core.adapters.base import ValidationContext
-from core.dashboard_sessions import DashboardSession
-from core.deliver import shared_client
-from core.errors import InvalidInput, NotFound, PostbagError
-from core.forms import invalid_input
+from core.destinations.base import ValidationContext
 from core.http.dashboard.pages import CheckedForm, SessionDep, render, see_other, services_of
+from core.http.dashboard.sessions import DashboardSession
 from core.http.v1.forms import submit_url
 from core.http.v1.submissions import _position, submissions_attachment
-from core.pagination import encode_cursor
-from core.services import Services, utcnow
-from core.storage import storage_for
+from core.outbox import deliveries
+from core.outbox.worker import shared_client
+from core.owner import alerts, destinations, events, forms, routes
+from core.owner.forms import invalid_input
+from core.platform.errors import InvalidInput, NotFound, PostbagError
+from core.platform.pagination import encode_cursor
+from core.platform.services import Services, utcnow
+from core.platform.storage import storage_for
+from core.submissions import records as submissions
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 PAGE_SIZE = 50

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from core.organizations import authenticate
-from core.scope import OrgScope
-from core.services import Services
+from core.owner.organizations import authenticate
+from core.platform.scope import OrgScope
+from core.platform.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pb_…`")
 

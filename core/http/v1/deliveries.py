@@ -6,12 +6,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from core import deliveries
-from core.deliver import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
-from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.outbox import deliveries
+from core.outbox.worker import shared_client
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
 router = APIRouter(tags=["deliveries"], responses=problems(401, 503))
 

@@ -9,13 +9,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from core import destinations
-from core.adapters.base import ValidationContext
-from core.destinations import DestinationFields, DestinationPatch, DestinationType
+from core.destinations.base import ValidationContext
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
-from core.services import Services
+from core.owner import destinations
+from core.owner.destinations import DestinationFields, DestinationPatch, DestinationType
+from core.platform.services import Services
 
 router = APIRouter(tags=["destinations"], responses=problems(401, 503))
 

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from core import digests
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
+from core.ticks import digests
 
 router = APIRouter(tags=["digests"], responses=problems(401, 503))
 

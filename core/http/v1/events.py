@@ -6,11 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from core.events import list_events
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
-from core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from core.owner.events import list_events
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 router = APIRouter(tags=["events"], responses=problems(401, 503))
 

@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from core import forms
-from core.forms import AckEmail, FileField, FormFields, FormPatch, RateLimit, SchemaMode
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
-from core.settings import Settings
+from core.owner import forms
+from core.owner.forms import AckEmail, FileField, FormFields, FormPatch, RateLimit, SchemaMode
+from core.platform.settings import Settings
 
 router = APIRouter(tags=["forms"], responses=problems(401, 503))
 

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from core import organizations
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
+from core.owner import organizations
 
 router = APIRouter(tags=["keys"], responses=problems(401, 503))
 

@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from core import routes
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
-from core.routes import Mode, Period, RouteFields, RoutePatch, Status, Template
+from core.owner import routes
+from core.owner.routes import Mode, Period, RouteFields, RoutePatch, Status, Template
 
 router = APIRouter(tags=["routes"], responses=problems(401, 503))
 

@@ -8,11 +8,11 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import schemas
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
-from core.schemas import SchemaFields
+from core.owner import form_schemas as schemas
+from core.owner.form_schemas import SchemaFields
 
 router = APIRouter(tags=["schemas"], responses=problems(401, 503))
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Generic, TypeVar
 from fastapi import Depends, Query
 from pydantic import BaseModel, Field
 
-from core.errors import InvalidInput
-from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.errors import InvalidInput
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
 T = TypeVar("T")
 

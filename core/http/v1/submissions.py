@@ -9,13 +9,13 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query
 from starlette.responses import StreamingResponse
 
-from core.errors import InvalidInput
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
-from core.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
-from core.storage import storage_for
-from core.submissions import (
+from core.platform.errors import InvalidInput
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.storage import storage_for
+from core.submissions.records import (
     delete_objects,
     erase_values,
     export_csv,

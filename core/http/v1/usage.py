@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from core import usage
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
+from core.owner import usage
 
 router = APIRouter(tags=["usage"], responses=problems(401, 503))
 

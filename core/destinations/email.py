@@ -1,0 +1,207 @@
+"""The email adapter: one message per submission through SES, Resend, SMTP or the log.
+
+`POSTBAG_EMAIL_PROVIDER=log` (the default) prints the message to the log and ends the
+delivery `skipped` with reason `email_log_only`: it was never sent, and it says so. A real
+provider without its settings (`POSTBAG_MAIL_FROM`, the Resend key, the SMTP URL) fails
+the delivery with `email_not_configured`, so it retries and, configured in time, is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import smtplib
+import ssl
+from collections.abc import Mapping
+from email.message import EmailMessage
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
+
+from pydantic import EmailStr, Field
+
+from core.destinations import http
+from core.destinations.base import AdapterConfig, DeliveryContext, Result, ValidationContext
+from core.destinations.channels import MAX_ATTEMPTS
+from core.destinations.text import message
+from core.platform.logs import log
+from core.platform.settings import Settings
+
+# SES answers that mean "later", not "never".
+_SES_RETRYABLE = frozenset(
+    {
+        "TooManyRequestsException",
+        "LimitExceededException",
+        "InternalFailure",
+        "Throttling",
+        "ServiceUnavailable",
+        "ThrottlingException",
+    }
+)
+
+
+class EmailConfig(AdapterConfig):
+    """`{"to": ["owner@example.com"]}`: one to ten recipients."""
+
+    to: list[EmailStr] = Field(min_length=1, max_length=10)
+
+
+_ses_clients: dict[str, Any] = {}
+
+
+def _ses_client() -> Any:
+    """One sesv2 client per process, imported and built on first use."""
+    if "client" not in _ses_clients:
+        import boto3
+        from botocore.config import Config
+
+        _ses_clients["client"] = boto3.client(
+            "sesv2", config=Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 1})
+        )
+    return _ses_clients["client"]
+
+
+def _send_ses(sender: str, to: list[str], subject: str, text: str) -> Result:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = _ses_client().send_email(
+            FromEmailAddress=sender,
+            Destination={"ToAddresses": to},
+            Content={
+                "Simple": {
+                    "Subject": {"Data": subject, "Charset": "UTF-8"},
+                    "Body": {"Text": {"Data": text, "Charset": "UTF-8"}},
+                }
+            },
+        )
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", "ClientError"))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        retryable = code in _SES_RETRYABLE or (isinstance(status, int) and status >= 500)
+        return Result(ok=False, retryable=retryable, http_status=status, error_class=f"ses_{code}")
+    except BotoCoreError as exc:
+        return Result(ok=False, retryable=True, error_class=f"ses_{type(exc).__name__}")
+    return Result(ok=True, excerpt=str(answer.get("MessageId", ""))[:512] or None)
+
+
+def _send_smtp(url: str, sender: str, to: list[str], mail: EmailMessage, timeout: float) -> Result:
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    try:
+        smtp: smtplib.SMTP
+        if parts.scheme == "smtps":
+            smtp = smtplib.SMTP_SSL(
+                host, parts.port or 465, timeout=timeout, context=ssl.create_default_context()
+            )
+        else:
+            smtp = smtplib.SMTP(host, parts.port or 587, timeout=timeout)
+        with smtp:
+            if parts.scheme != "smtps":
+                smtp.ehlo()
+                if smtp.has_extn("starttls"):
+                    smtp.starttls(context=ssl.create_default_context())
+                    smtp.ehlo()
+            if parts.username:
+                smtp.login(unquote(parts.username), unquote(parts.password or ""))
+            smtp.send_message(mail, from_addr=sender, to_addrs=to)
+    except smtplib.SMTPRecipientsRefused:
+        return Result(ok=False, retryable=False, error_class="smtp_recipients_refused")
+    except smtplib.SMTPResponseException as exc:
+        return Result(ok=False, retryable=exc.smtp_code < 500, error_class=f"smtp_{exc.smtp_code}")
+    except (OSError, smtplib.SMTPException) as exc:
+        return Result(ok=False, retryable=True, error_class=f"smtp_{type(exc).__name__}")
+    return Result(ok=True)
+
+
+class EmailAdapter:
+    type: ClassVar[str] = "email"
+    Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
+    max_attempts: ClassVar[int] = MAX_ATTEMPTS["email"]
+    secret_required: ClassVar[bool] = False
+
+    def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
+        return EmailConfig.model_validate(config, context=ctx)
+
+    def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
+        raise ValueError("email destinations take no secret")
+
+    def redact(self, config: AdapterConfig) -> dict[str, Any]:
+        assert isinstance(config, EmailConfig)
+        return {"to": list(config.to)}
+
+    def target(self, config: AdapterConfig) -> dict[str, Any]:
+        assert isinstance(config, EmailConfig)
+        return {"to": list(config.to)}
+
+    async def deliver(
+        self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        to = [str(address) for address in target.get("to") or []]
+        if not to:
+            return Result(ok=False, retryable=False, error_class="invalid_target")
+        subject, text = message(payload, ctx.template)
+        settings = ctx.settings
+        if settings.email_provider == "log":
+            log.info(
+                "email not sent (POSTBAG_EMAIL_PROVIDER=log)",
+                extra={
+                    "delivery_id": ctx.delivery_id,
+                    "detail": {"to": to, "subject": subject, "text": text},
+                },
+            )
+            return Result(ok=False, skip_reason="email_log_only")
+        missing = _missing_setting(settings)
+        if missing:
+            return Result(
+                ok=False, retryable=True, error_class="email_not_configured", excerpt=missing
+            )
+        assert settings.mail_from is not None
+        if settings.email_provider == "ses":
+            return await asyncio.to_thread(_send_ses, settings.mail_from, to, subject, text)
+        if settings.email_provider == "resend":
+            assert settings.resend_api_key is not None
+            body = {"from": settings.mail_from, "to": to, "subject": subject, "text": text}
+            return await http.post(
+                ctx.http,
+                f"{settings.resend_api_url.rstrip('/')}/emails",
+                content=json.dumps(body).encode(),
+                headers={
+                    "Authorization": f"Bearer {settings.resend_api_key.get_secret_value()}",
+                    "Content-Type": "application/json",
+                    "Idempotency-Key": ctx.delivery_id,
+                },
+                timeout=ctx.timeout,
+            )
+        assert settings.smtp_url is not None
+        mail = EmailMessage()
+        mail["From"], mail["To"], mail["Subject"] = settings.mail_from, ", ".join(to), subject
+        mail["Message-ID"] = f"<{ctx.delivery_id}@postbag>"
+        mail.set_content(text)
+        return await asyncio.to_thread(
+            _send_smtp,
+            settings.smtp_url.get_secret_value(),
+            settings.mail_from,
+            to,
+            mail,
+            ctx.timeout,
+        )
+
+    async def test(
+        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        return await self.deliver(self.target(config), sample, ctx)
+
+
+def _missing_setting(settings: Settings) -> str | None:
+    """The variable a real provider still needs, if any."""
+    if not settings.mail_from:
+        return "POSTBAG_MAIL_FROM is not set"
+    if settings.email_provider == "resend" and settings.resend_api_key is None:
+        return "POSTBAG_RESEND_API_KEY is not set"
+    if settings.email_provider == "smtp" and settings.smtp_url is None:
+        return "POSTBAG_SMTP_URL is not set"
+    return None
+
+
+adapter = EmailAdapter()

@@ -1,0 +1,213 @@
+"""Attachment rules: what a file is (from its bytes), and whether a form's field takes it.
+
+Detection never trusts the name or the browser's type: ZIP containers are opened and
+recognised by their content (`[Content_Types].xml` + `word/`, `xl/`, `ppt/` for Office,
+the `mimetype` entry for OpenDocument); images, PDF and RTF by their signature (puremagic);
+TXT and CSV are valid UTF-8 without NUL bytes (which of the two is taken from the name,
+since the bytes cannot tell them apart).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import puremagic
+
+from core.intake.body import MAX_FILE_BYTES, MAX_FILES_BYTES, UploadedFile
+from core.platform.errors import InvalidAttachment
+
+MAX_FILES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A supported file format: its MIME type and the extensions it may be named with."""
+
+    mime: str
+    extensions: tuple[str, ...]
+
+
+_FORMATS: dict[str, Format] = {
+    f.mime: f
+    for f in (
+        Format("image/png", (".png",)),
+        Format("image/jpeg", (".jpg", ".jpeg", ".jpe", ".jfif")),
+        Format("image/webp", (".webp",)),
+        Format("image/avif", (".avif",)),
+        Format("image/gif", (".gif",)),
+        Format("application/pdf", (".pdf",)),
+        Format(
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document", (".docx",)
+        ),
+        Format("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", (".xlsx",)),
+        Format(
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            (".pptx",),
+        ),
+        Format("application/vnd.oasis.opendocument.text", (".odt",)),
+        Format("application/vnd.oasis.opendocument.spreadsheet", (".ods",)),
+        Format("application/vnd.oasis.opendocument.presentation", (".odp",)),
+        Format("application/rtf", (".rtf",)),
+        Format("text/plain", (".txt", ".text")),
+        Format("text/csv", (".csv",)),
+    )
+}
+SUPPORTED_EXTENSIONS = frozenset(ext for f in _FORMATS.values() for ext in f.extensions)
+SUPPORTED_MIME_TYPES = frozenset(_FORMATS)
+
+_OFFICE_PARTS = {
+    "word/": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "xl/": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "ppt/": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
+_OPENDOCUMENT = {
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.oasis.opendocument.spreadsheet",
+    "application/vnd.oasis.opendocument.presentation",
+}
+_SIGNATURE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/avif", "image/gif"} | {
+    "application/pdf",
+    "application/rtf",
+}
+
+
+def _extension(name: str) -> str:
+    return PurePosixPath(name).suffix.lower()
+
+
+def _sniff_zip(path: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if "mimetype" in names:
+                declared = archive.read("mimetype")[:100].decode("ascii", "replace").strip()
+                return declared if declared in _OPENDOCUMENT else None
+            if "[Content_Types].xml" in names:
+                for prefix, mime in _OFFICE_PARTS.items():
+                    if any(name.startswith(prefix) for name in names):
+                        return mime
+    except (zipfile.BadZipFile, OSError, KeyError, ValueError):
+        return None
+    return None
+
+
+def _is_text(path: Path) -> bool:
+    data = path.read_bytes()
+    if b"\x00" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def sniff(path: Path, name: str) -> str | None:
+    """The supported MIME type of the file's bytes, or None when it is not one we take."""
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(b"PK\x03\x04"):
+        return _sniff_zip(path)
+    try:
+        matches = puremagic.magic_string(head)
+    except (puremagic.PureError, ValueError):
+        matches = []
+    for match in matches:
+        if match.mime_type in _SIGNATURE_TYPES:
+            return str(match.mime_type)
+    if _is_text(path):
+        return "text/csv" if _extension(name) == ".csv" else "text/plain"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRule:
+    """One file field of a form (`forms.file_fields`)."""
+
+    types: tuple[str, ...]
+    max_files: int = 1
+    max_bytes: int = MAX_FILE_BYTES
+    required: bool = False
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> FieldRule:
+        return cls(
+            types=tuple(str(t).lower() for t in raw.get("types") or ()),
+            max_files=max(1, min(MAX_FILES, int(raw.get("max_files") or 1))),
+            max_bytes=max(1, min(MAX_FILE_BYTES, int(raw.get("max_bytes") or MAX_FILE_BYTES))),
+            required=bool(raw.get("required", False)),
+        )
+
+    def allows(self, mime: str) -> bool:
+        """Whether the field's `types` (extensions or exact MIME types) cover `mime`."""
+        if not self.types:
+            return True
+        return any(t == mime or t in _FORMATS[mime].extensions for t in self.types)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """An uploaded file that passed its field's rules, with its sniffed type."""
+
+    upload: UploadedFile
+    content_type: str
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB"
+
+
+def check_files(
+    files: list[UploadedFile], file_fields: Mapping[str, Mapping[str, Any]]
+) -> list[CheckedFile]:
+    """Apply the form's per-field rules; every problem becomes one field error (422)."""
+    rules = {name: FieldRule.from_json(raw) for name, raw in file_fields.items()}
+    errors: list[dict[str, str]] = []
+    checked: list[CheckedFile] = []
+    per_field: dict[str, int] = {}
+
+    def fail(field: str, message: str) -> None:
+        errors.append({"field": field, "message": message})
+
+    for upload in files:
+        rule = rules.get(upload.field)
+        if rule is None:
+            fail(upload.field, "this field does not take files")
+            continue
+        per_field[upload.field] = per_field.get(upload.field, 0) + 1
+        if per_field[upload.field] == rule.max_files + 1:
+            fail(upload.field, f"at most {rule.max_files} file(s)")
+        if per_field[upload.field] > rule.max_files:
+            continue
+        if upload.size == 0:
+            fail(upload.field, f"{upload.name}: the file is empty")
+            continue
+        if upload.truncated or upload.size > rule.max_bytes:
+            fail(upload.field, f"{upload.name}: larger than {_mb(rule.max_bytes)}")
+            continue
+        mime = sniff(upload.path, upload.name)
+        if mime is None:
+            fail(upload.field, f"{upload.name}: not a supported file type")
+            continue
+        extension = _extension(upload.name)
+        if extension and extension not in _FORMATS[mime].extensions:
+            fail(upload.field, f"{upload.name}: the content is {mime}, not a {extension} file")
+            continue
+        if not rule.allows(mime):
+            fail(upload.field, f"{upload.name}: {mime} is not allowed here")
+            continue
+        checked.append(CheckedFile(upload=upload, content_type=mime))
+    for name, rule in rules.items():
+        if rule.required and per_field.get(name, 0) == 0:
+            fail(name, "a file is required")
+    if len(files) > MAX_FILES:
+        fail("_files", f"at most {MAX_FILES} files per submission")
+    if sum(f.size for f in files) > MAX_FILES_BYTES:
+        fail("_files", f"at most {_mb(MAX_FILES_BYTES)} of files per submission")
+    if errors:
+        raise InvalidAttachment("some files were refused", errors)
+    return checked

@@ -1,0 +1,186 @@
+"""Deliveries as the management API shows them, retry by hand, and destination tests."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+from pydantic import ValidationError
+
+from core.destinations.base import DeliveryContext, ValidationContext
+from core.destinations.registry import ADAPTERS
+from core.destinations.ssrf import Resolver, system_resolver
+from core.platform.db import Conn
+from core.platform.errors import (
+    DeliveryInProgress,
+    DeliveryNotRetryable,
+    DestinationPaused,
+    DestinationRemoved,
+    InvalidInput,
+    NotFound,
+    ValuesErased,
+    ValuesExpired,
+)
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+from core.platform.settings import Settings
+
+RETRYABLE_STATUSES = frozenset({"failed", "dead", "skipped"})
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "submission": row["submission_id"],
+        "destination": row["destination_id"],
+        "kind": row["kind"],
+        "channel": row["channel"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "attempts": row["attempts"],
+        "next_attempt_at": row["next_attempt_at"],
+        "last_detail": row["last_detail"],
+        "created_at": row["created_at"],
+        "sent_at": row["sent_at"],
+    }
+
+
+@scoped
+async def list_deliveries(
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    status: str | None,
+    destination: str | None,
+    submission: str | None,
+    before: str | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """A page of the organization's deliveries, newest first."""
+    cur = await conn.execute(
+        queries["list_deliveries"],
+        {
+            "organization_id": scope.organization_id,
+            "status": status,
+            "destination": destination,
+            "submission": submission,
+            "before": before,
+            "limit": limit,
+        },
+    )
+    return [_public(row) for row in await cur.fetchall()]
+
+
+@scoped
+async def get_delivery(conn: Conn, scope: OrgScope, delivery_id: str) -> dict[str, Any]:
+    """One delivery with every attempt; another organization's is NotFound."""
+    params = {"id": delivery_id, "organization_id": scope.organization_id}
+    row = await (await conn.execute(queries["get_delivery"], params)).fetchone()
+    if row is None:
+        raise NotFound(f"no delivery {delivery_id}")
+    found = _public(row)
+    found["max_attempts"] = row["max_attempts"]
+    cur = await conn.execute(queries["list_attempts"], params)
+    found["history"] = [dict(attempt) for attempt in await cur.fetchall()]
+    return found
+
+
+@scoped
+async def retry_delivery(
+    conn: Conn, scope: OrgScope, delivery_id: str, *, now: datetime
+) -> dict[str, Any]:
+    """Queue a failed, dead or skipped delivery again now: same id and snapshot, attempts reset.
+
+    Refused, changing nothing, while it is being sent under a live lease, when its values
+    are erased or expired, or its destination paused or removed.
+    """
+    params = {"id": delivery_id, "organization_id": scope.organization_id}
+    row = await (await conn.execute(queries["lock_delivery_for_retry"], params)).fetchone()
+    if row is None:
+        raise NotFound(f"no delivery {delivery_id}")
+    if row["status"] == "sending" and row["claimed_until"] > now:
+        raise DeliveryInProgress(f"{delivery_id} is being sent right now")
+    if row["submission_id"] is not None:
+        if row["erased_at"] is not None:
+            raise ValuesErased(f"the values of {row['submission_id']} were erased")
+        if row["erase_at"] is not None and row["erase_at"] <= now:
+            raise ValuesExpired(f"the values of {row['submission_id']} have expired")
+    if row["destination_id"] is not None:
+        if row["destination_deleted_at"] is not None:
+            raise DestinationRemoved(f"destination {row['destination_id']} was removed")
+        if not row["destination_enabled"]:
+            raise DestinationPaused(f"destination {row['destination_id']} is paused")
+    if row["status"] not in RETRYABLE_STATUSES and row["status"] != "sending":
+        raise DeliveryNotRetryable(f"{delivery_id} is {row['status']}; nothing to retry")
+    await conn.execute(queries["requeue_delivery"], {**params, "now": now})
+    await conn.execute(queries["notify_deliveries"], {"payload": delivery_id})
+    return await get_delivery(conn, scope, delivery_id)
+
+
+def sample_payload(now: datetime) -> dict[str, Any]:
+    """What a destination test sends: a submission-shaped body marked `test: true`."""
+    return {
+        "event": "form.submitted",
+        "receipt": "sub_test",
+        "form": "frm_test",
+        "submitted_at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "test": True,
+        "values": {"email": "visitor@example.com", "message": "A test from Postbag."},
+        "attachments": {},
+        "meta": {},
+    }
+
+
+@scoped
+async def destination_for_test(conn: Conn, scope: OrgScope, destination_id: str) -> dict[str, Any]:
+    """A live destination's type, config and current secret, for a test send."""
+    params = {"id": destination_id, "organization_id": scope.organization_id}
+    row = await (await conn.execute(queries["destination_for_test"], params)).fetchone()
+    if row is None:
+        raise NotFound(f"no destination {destination_id}")
+    return dict(row)
+
+
+async def send_sample(
+    destination: dict[str, Any],
+    *,
+    settings: Settings,
+    http: aiohttp.ClientSession,
+    now: datetime,
+    resolver: Resolver = system_resolver,
+) -> dict[str, Any]:
+    """Send a sample through the destination's adapter now (no transaction open); nothing
+    is stored."""
+    adapter = ADAPTERS[destination["type"]]
+    try:
+        config = adapter.validate(
+            destination["config"],
+            ValidationContext(allow_private_targets=settings.allow_private_targets),
+        )
+    except ValidationError as exc:
+        raise InvalidInput(
+            "the destination's config is invalid",
+            [{"field": "config", "message": str(err["msg"])} for err in exc.errors()],
+        ) from None
+    ctx = DeliveryContext(
+        delivery_id=new_id("dlv"),
+        secret=destination["secret"],
+        template=None,
+        settings=settings,
+        http=http,
+        resolver=resolver,
+    )
+    started = time.monotonic()
+    result = await adapter.test(config, sample_payload(now), ctx)
+    return {
+        "ok": result.ok,
+        "retryable": result.retryable,
+        "detail": result.summary,
+        "http_status": result.http_status,
+        "error_class": result.error_class,
+        "response_excerpt": result.excerpt,
+        "duration_ms": round((time.monotonic() - started) * 1000),
+    }

@@ -1,0 +1,270 @@
+"""The outbox's SQL: claim due deliveries under a lease, write fenced outcomes, hold,
+throttle and release. Every call is one short statement or transaction; none spans a send.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
+from core.owner.plans import PLANS
+from core.platform.db import Conn
+from core.platform.queries import queries
+
+# Monthly submission limits by plan, as the SQL compares them (null: unlimited).
+_LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
+
+
+def month_of(now: datetime) -> date:
+    """The calendar month (UTC) usage is counted in."""
+    return now.astimezone(UTC).date().replace(day=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A delivery this worker holds under a lease, with what the live checks need."""
+
+    id: str
+    organization_id: str
+    kind: str
+    submission_id: str | None
+    destination_id: str | None
+    form_id: str | None
+    channel: str
+    attempts: int
+    max_attempts: int
+    claim_token: UUID
+    payload: Mapping[str, Any]
+    target: Mapping[str, Any]
+    template: Mapping[str, Any] | None
+    secret: str | None
+    erased_at: datetime | None
+    erase_at: datetime | None
+    destination_deleted_at: datetime | None
+    destination_enabled: bool | None
+    destination_health: str | None
+    destination_probe_after: datetime | None
+    destination_failures: int | None
+    over_quota: bool
+
+    def __repr__(self) -> str:  # the secret never reaches a log line or a traceback
+        return f"Claim(id={self.id!r}, organization_id={self.organization_id!r})"
+
+    @property
+    def log_ids(self) -> dict[str, Any]:
+        """The ids a log line about this delivery carries."""
+        return {
+            "org_id": self.organization_id,
+            "delivery_id": self.id,
+            "submission_id": self.submission_id,
+            "destination_id": self.destination_id,
+            "form_id": self.form_id,
+        }
+
+
+async def claim_due(
+    conn: Conn, *, now: datetime, limit: int, lease: timedelta, max_orgs: int | None = None
+) -> list[Claim]:
+    """Claim up to `limit` due deliveries (or expired leases) into `sending` (one statement)."""
+    async with conn.transaction():
+        # A large table inflates the estimates past `jit_above_cost`, and compiling the
+        # plan would cost more than running it (~100 ms against a few).
+        await conn.execute("SET LOCAL jit = off")
+        cur = await conn.execute(
+            queries["claim_due"],
+            {
+                "now": now,
+                "limit": limit,
+                "max_orgs": max_orgs or limit,
+                "lease": lease,
+                "limits": _LIMITS,
+                "month": month_of(now),
+            },
+        )
+        rows = await cur.fetchall()
+    return [
+        Claim(
+            id=row["id"],
+            organization_id=row["organization_id"],
+            kind=row["kind"],
+            submission_id=row["submission_id"],
+            destination_id=row["destination_id"],
+            form_id=row["form_id"],
+            channel=row["channel"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            claim_token=row["claim_token"],
+            payload=row["payload"],
+            target=row["target"],
+            template=row["template"],
+            secret=row["secret"],
+            erased_at=row["erased_at"],
+            erase_at=row["erase_at"],
+            destination_deleted_at=row["destination_deleted_at"],
+            destination_enabled=row["destination_enabled"],
+            destination_health=row["destination_health"],
+            destination_probe_after=row["destination_probe_after"],
+            destination_failures=row["destination_failures"],
+            over_quota=row["over_quota"],
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One send as `delivery_attempts` records it."""
+
+    started_at: datetime
+    duration_ms: int
+    http_status: int | None
+    error_class: str | None
+    excerpt: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a claim, as `finish` writes it: `attempt` when a send was made (it
+    spends one), `event` (with `event_data`) when the outcome appends one."""
+
+    claim: Claim
+    now: datetime
+    status: str
+    reason: str | None
+    detail: str | None
+    next_attempt_at: datetime | None = None
+    attempt: Attempt | None = None
+    event: str | None = None
+    event_data: Mapping[str, Any] | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The outcome as one object of `finish_deliveries`' JSON array."""
+        claim, attempt = self.claim, self.attempt
+        return {
+            "id": claim.id,
+            "organization_id": claim.organization_id,
+            "claim_token": str(claim.claim_token),
+            "status": self.status,
+            "spent": 1 if attempt is not None else 0,
+            "next_attempt_at": _iso(self.next_attempt_at),
+            "reason": self.reason,
+            "detail": self.detail,
+            "now": _iso(self.now),
+            "attempt": claim.attempts + 1,
+            "started_at": _iso(attempt.started_at if attempt else self.now),
+            "duration_ms": attempt.duration_ms if attempt else 0,
+            "http_status": attempt.http_status if attempt else None,
+            "error_class": attempt.error_class if attempt else None,
+            "excerpt": attempt.excerpt[:512] if attempt and attempt.excerpt else None,
+            "event": self.event,
+            "event_data": dict(self.event_data or {}),
+        }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
+    """Write outcomes, each fenced by its claim token, with their attempts and events.
+
+    One statement (one round trip, atomic) for all of them. For each outcome, False when
+    its claim had been lost (expired and taken again): nothing changed but the attempt,
+    recorded as `fenced`.
+    """
+    rows = [outcome.row() for outcome in outcomes]
+    cur = await conn.execute(
+        queries["finish_deliveries"], {"outcomes": json.dumps(rows, default=str)}
+    )
+    written = {(row["id"], row["claim_token"]) for row in await cur.fetchall()}
+    return [(o.claim.id, o.claim.claim_token) in written for o in outcomes]
+
+
+async def release(
+    conn: Conn,
+    claim: Claim,
+    *,
+    now: datetime,
+    held: bool = False,
+    throttled: bool = False,
+    next_attempt_at: datetime | None = None,
+    detail: str,
+) -> bool:
+    """Give a claim back without spending an attempt (held for quota, or throttled)."""
+    cur = await conn.execute(
+        queries["release_claim"],
+        {
+            "id": claim.id,
+            "claim_token": claim.claim_token,
+            "held": held,
+            "throttled": throttled,
+            "next_attempt_at": next_attempt_at,
+            "detail": detail,
+            "now": now,
+        },
+    )
+    return await cur.fetchone() is not None
+
+
+async def release_held(conn: Conn, *, now: datetime) -> int:
+    """Un-hold deliveries of organizations back within their quota; returns how many."""
+    cur = await conn.execute(
+        queries["release_held"], {"now": now, "month": month_of(now), "limits": _LIMITS}
+    )
+    return len(await cur.fetchall())
+
+
+_STORM = {"threshold": STORM_THRESHOLD, "base": BASE_DELAY, "cap": MAX_DELAY}
+
+
+async def destination_failed(
+    conn: Conn, destination_id: str, *, now: datetime, probe: bool
+) -> tuple[bool, datetime | None]:
+    """Count a failure (of a healthy destination, or of a probe); returns (failing, window end).
+
+    The failure of a send already in flight when the destination turned failing is not
+    counted: it returns (True, None).
+    """
+    cur = await conn.execute(
+        queries["destination_failed"],
+        {"id": destination_id, "now": now, "probe": probe, **_STORM},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return True, None
+    return row["health"] == "failing", row["probe_after"]
+
+
+async def promote_parked(conn: Conn, destination_id: str, *, at: datetime, now: datetime) -> None:
+    """Make one parked delivery of a failing destination due at `at` (the next probe)."""
+    await conn.execute(queries["promote_parked"], {"id": destination_id, "at": at, "now": now})
+
+
+async def destination_succeeded(conn: Conn, destination_id: str, *, now: datetime) -> int:
+    """Restore a destination after a success; returns how many deliveries it released."""
+    cur = await conn.execute(queries["destination_succeeded"], {"id": destination_id})
+    if await cur.fetchone() is None:
+        return 0
+    cur = await conn.execute(queries["release_throttled"], {"id": destination_id, "now": now})
+    return cur.rowcount
+
+
+async def take_probe(conn: Conn, destination_id: str, *, now: datetime) -> datetime | None:
+    """Become the one probe of a failing destination; None when this window's is taken."""
+    cur = await conn.execute(queries["take_probe"], {"id": destination_id, "now": now, **_STORM})
+    row = await cur.fetchone()
+    return None if row is None else row["probe_after"]
+
+
+async def probe_window_end(conn: Conn, destination_id: str) -> tuple[bool, datetime | None]:
+    """Whether a destination is failing, and when its current probe window ends."""
+    cur = await conn.execute(queries["destination_probe_after"], {"id": destination_id})
+    row = await cur.fetchone()
+    if row is None:
+        return False, None
+    return row["health"] == "failing", row["probe_after"]

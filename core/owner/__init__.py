@@ -1,0 +1,2 @@
+"""What an owner configures and reads: organizations and keys, plans and usage, forms and
+their schemas, destinations, routes, alerts and events."""

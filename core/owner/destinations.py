@@ -1,0 +1,261 @@
+"""Destinations: adapter-validated config, and write-only secrets kept as immutable versions.
+
+A secret is only ever appended (`destination_secrets`, one row per version); a delivery
+records the version current when its submission was accepted and signs with that one, so
+rotating a secret never changes what an already queued delivery sends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from core.destinations.base import Adapter, ValidationContext
+from core.destinations.registry import ADAPTERS
+from core.destinations.webhook import generate_secret
+from core.owner.usage import reserve
+from core.platform.db import Conn
+from core.platform.errors import InvalidConfig, InvalidInput, InvalidSecret, NotFound
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+
+DestinationType = Literal["webhook", "email", "telegram"]
+DestinationName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Secret = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+_SECRET_DESCRIPTION = (
+    "write-only: the webhook signing secret (16-256 characters; generated when omitted) or "
+    "the Telegram bot token; email takes none"
+)
+
+
+class DestinationFields(BaseModel):
+    """A destination as created."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: DestinationType
+    name: DestinationName
+    config: dict[str, Any] = Field(
+        description='webhook `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`',
+        examples=[{"url": "https://example.com/hooks/postbag"}],
+    )
+    secret: Secret | None = Field(
+        default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
+    )
+    enabled: bool = True
+
+
+class DestinationPatch(BaseModel):
+    """A change to a destination; a new `secret` becomes a new secret version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: DestinationName | None = None
+    config: dict[str, Any] | None = None
+    secret: Secret | None = Field(
+        default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
+    )
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedDestination:
+    """A new destination, and its signing secret when Postbag generated it (shown once)."""
+
+    destination: dict[str, Any]
+    generated_secret: str | None
+
+
+def _validated_config(
+    adapter: Adapter, config: dict[str, Any], ctx: ValidationContext
+) -> dict[str, Any]:
+    try:
+        model = adapter.validate(config, ctx)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(["config", *(str(p) for p in err["loc"])]), "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        raise InvalidConfig(f"config is invalid for a {adapter.type} destination", errors) from None
+    return model.model_dump(mode="json")
+
+
+def _check_secret(adapter: Adapter, secret: str) -> None:
+    try:
+        adapter.validate_secret(secret)
+    except ValueError as exc:
+        # The adapter's message describes the rule, never the value.
+        raise InvalidSecret(f"secret: {exc}", [{"field": "secret", "message": str(exc)}]) from None
+
+
+async def _append_secret(conn: Conn, scope: OrgScope, destination_id: str, secret: str) -> int:
+    cur = await conn.execute(
+        queries["insert_destination_secret"],
+        {
+            "organization_id": scope.organization_id,
+            "destination_id": destination_id,
+            "secret": secret,
+        },
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["version"])
+
+
+@scoped
+async def get_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> dict[str, Any]:
+    """One live destination with its current secret version (never the secret)."""
+    cur = await conn.execute(
+        queries["get_destination"],
+        {"id": destination_id, "organization_id": scope.organization_id},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no destination {destination_id}")
+    return row
+
+
+@scoped
+async def create_destination(
+    conn: Conn, scope: OrgScope, *, fields: DestinationFields, ctx: ValidationContext
+) -> CreatedDestination:
+    """Create a destination within the plan's count, with secret version 1 when it has one."""
+    adapter = ADAPTERS[fields.type]
+    config = _validated_config(adapter, fields.config, ctx)
+    secret, generated = fields.secret, None
+    if secret is not None:
+        _check_secret(adapter, secret)
+    elif fields.type == "webhook":
+        secret = generated = generate_secret()
+    elif adapter.secret_required:
+        raise InvalidSecret(
+            f"a {fields.type} destination needs a secret",
+            [{"field": "secret", "message": "required for this type"}],
+        )
+    await reserve(conn, scope, kind="destinations")
+    destination_id = new_id("dst")
+    await conn.execute(
+        queries["insert_destination"],
+        {
+            "id": destination_id,
+            "organization_id": scope.organization_id,
+            "type": fields.type,
+            "name": fields.name,
+            "config": Jsonb(config),
+            "enabled": fields.enabled,
+        },
+    )
+    if secret is not None:
+        await _append_secret(conn, scope, destination_id, secret)
+    row = await get_destination(conn, scope, destination_id=destination_id)
+    return CreatedDestination(destination=row, generated_secret=generated)
+
+
+@scoped
+async def list_destinations(
+    conn: Conn, scope: OrgScope, *, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` live destinations with ids after `after`, by id."""
+    cur = await conn.execute(
+        queries["list_destinations"],
+        {"organization_id": scope.organization_id, "after": after, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def update_destination(
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    destination_id: str,
+    patch: DestinationPatch,
+    ctx: ValidationContext,
+) -> dict[str, Any]:
+    """Change what `patch` sets; a secret in it is appended as the next version."""
+    params = {"id": destination_id, "organization_id": scope.organization_id}
+    current = await (await conn.execute(queries["lock_destination"], params)).fetchone()
+    if current is None:
+        raise NotFound(f"no destination {destination_id}")
+    for name in sorted(patch.model_fields_set):
+        if getattr(patch, name) is None:
+            raise InvalidInput(
+                f"{name} cannot be null",
+                [{"field": name, "message": "leave it out to keep the current value"}],
+            )
+    adapter = ADAPTERS[current["type"]]
+    config = None if patch.config is None else _validated_config(adapter, patch.config, ctx)
+    if patch.secret is not None:
+        _check_secret(adapter, patch.secret)
+        await _append_secret(conn, scope, destination_id, patch.secret)
+    await conn.execute(
+        queries["update_destination"],
+        {
+            **params,
+            "name": patch.name,
+            "config": None if config is None else Jsonb(config),
+            "enabled": patch.enabled,
+        },
+    )
+    return await get_destination(conn, scope, destination_id=destination_id)
+
+
+@scoped
+async def delete_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
+    """Remove a destination softly, with the routes to it; queued deliveries end `skipped`."""
+    params = {"id": destination_id, "organization_id": scope.organization_id}
+    if await (await conn.execute(queries["delete_destination"], params)).fetchone() is None:
+        raise NotFound(f"no destination {destination_id}")
+    await conn.execute(
+        queries["delete_destination_routes"],
+        {"destination_id": destination_id, "organization_id": scope.organization_id},
+    )
+
+
+@scoped
+async def current_secret(
+    conn: Conn, scope: OrgScope, *, destination_id: str
+) -> tuple[int, str] | None:
+    """The newest `(version, secret)` of a destination (what a new delivery records), if any."""
+    cur = await conn.execute(
+        queries["current_destination_secret"],
+        {"destination_id": destination_id, "organization_id": scope.organization_id},
+    )
+    row = await cur.fetchone()
+    return None if row is None else (int(row["version"]), str(row["secret"]))
+
+
+@scoped
+async def secret_version(conn: Conn, scope: OrgScope, *, destination_id: str, version: int) -> str:
+    """The secret of one version (the one a queued delivery signs with)."""
+    cur = await conn.execute(
+        queries["destination_secret_version"],
+        {
+            "destination_id": destination_id,
+            "organization_id": scope.organization_id,
+            "version": version,
+        },
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no secret version {version} for destination {destination_id}")
+    return str(row["secret"])
+
+
+@scoped
+async def success_rates(conn: Conn, scope: OrgScope, *, now: datetime) -> dict[str, float | None]:
+    """Each destination's share of sent deliveries among those finished in the last 7 days."""
+    cur = await conn.execute(
+        queries["destination_success_rates"],
+        {"organization_id": scope.organization_id, "now": now},
+    )
+    return {
+        row["destination_id"]: (row["sent"] / row["finished"] if row["finished"] else None)
+        for row in await cur.fetchall()
+    }

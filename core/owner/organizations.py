@@ -1,0 +1,127 @@
+"""Organizations, their plans, and API keys (stored only as a SHA-256 hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.owner.plans import PLAN_NAMES
+from core.platform.db import Conn
+from core.platform.errors import InvalidInput, NotFound, Unauthenticated
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+
+KEY_PREFIX = "pb_"
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """An API key as shown once, at creation; only its hash is stored."""
+
+    id: str
+    name: str
+    prefix: str
+    secret: str
+    created_at: datetime
+
+
+def hash_key(key: str) -> bytes:
+    """The stored form of an API key (keys are 256-bit random, so a plain hash suffices)."""
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _check_plan(plan: str) -> None:
+    if plan not in PLAN_NAMES:
+        raise InvalidInput(
+            f"unknown plan {plan!r}; one of {', '.join(PLAN_NAMES)}",
+            [{"field": "plan", "message": "unknown plan"}],
+        )
+
+
+async def create_organization(conn: Conn, *, name: str, plan: str = "free") -> OrgScope:
+    """Create an organization; return its scope."""
+    _check_plan(plan)
+    row = await (
+        await conn.execute(
+            queries["insert_organization"], {"id": new_id("org"), "name": name, "plan": plan}
+        )
+    ).fetchone()
+    assert row is not None
+    return OrgScope(row["id"])
+
+
+async def set_plan(conn: Conn, *, organization_id: str, plan: str) -> None:
+    """Move an organization to another plan."""
+    _check_plan(plan)
+    cur = await conn.execute(queries["set_plan"], {"id": organization_id, "plan": plan})
+    if await cur.fetchone() is None:
+        raise NotFound(f"no organization {organization_id}")
+
+
+@scoped
+async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
+    """Make a key for the organization; the secret is returned here and never again."""
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    row = await (
+        await conn.execute(
+            queries["insert_api_key"],
+            {
+                "id": new_id("key"),
+                "organization_id": scope.organization_id,
+                "name": name,
+                "prefix": secret[:10],
+                "key_hash": hash_key(secret),
+            },
+        )
+    ).fetchone()
+    assert row is not None
+    return NewKey(
+        id=row["id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        secret=secret,
+        created_at=row["created_at"],
+    )
+
+
+async def authenticate_key(conn: Conn, key: str | None) -> tuple[OrgScope, str]:
+    """The scope and id of a live API key; any other key, or none, is Unauthenticated."""
+    if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
+        raise Unauthenticated("a valid API key is required")
+    cur = await conn.execute(queries["authenticate_api_key"], {"key_hash": hash_key(key)})
+    row = await cur.fetchone()
+    if row is None:
+        raise Unauthenticated("a valid API key is required")
+    return OrgScope(row["organization_id"]), row["id"]
+
+
+async def authenticate(conn: Conn, key: str | None) -> OrgScope:
+    """The scope of a live API key; any other key, or none, is Unauthenticated."""
+    scope, _ = await authenticate_key(conn, key)
+    return scope
+
+
+@scoped
+async def list_api_keys(
+    conn: Conn, scope: OrgScope, *, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` live keys (prefix and name, never a hash) with ids after `after`."""
+    cur = await conn.execute(
+        queries["list_api_keys"],
+        {"organization_id": scope.organization_id, "after": after, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def revoke_api_key(conn: Conn, scope: OrgScope, *, key_id: str) -> None:
+    """Revoke a live key at once: the next request made with it is refused."""
+    cur = await conn.execute(
+        queries["revoke_api_key"], {"id": key_id, "organization_id": scope.organization_id}
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no key {key_id}")

@@ -1,0 +1,189 @@
+"""Routes: which of a form's submissions go to which destination, now or as a digest."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from core.destinations.templates import template_errors
+from core.owner.forms import invalid_input
+from core.platform.db import Conn
+from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+
+Status = Literal["accepted", "spam", "quarantined"]
+Mode = Literal["immediate", "digest"]
+Period = Literal["hourly", "daily", "weekly"]
+
+
+class Template(BaseModel):
+    """Email subject and message text (Telegram: text) with `{{field}}` placeholders only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    text: Annotated[str, StringConstraints(min_length=1, max_length=10_000)] | None = None
+
+
+class RouteFields(BaseModel):
+    """A route as created (`period` is required in `digest` mode and refused otherwise)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    destination_id: str
+    enabled: bool = True
+    include_statuses: list[Status] = Field(
+        default_factory=lambda: list[Status](["accepted"]), min_length=1
+    )
+    mode: Mode = "immediate"
+    period: Period | None = None
+    template: Template | None = None
+
+
+class RoutePatch(BaseModel):
+    """A change to a route; fields left out keep their value (the destination is fixed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None
+    include_statuses: list[Status] | None = None
+    mode: Mode | None = None
+    period: Period | None = None
+    template: Template | None = None
+
+
+class _RouteSettings(BaseModel):
+    """Every setting of a route, checked as a whole (creation and after a PATCH)."""
+
+    enabled: bool
+    include_statuses: list[Status] = Field(min_length=1)
+    mode: Mode
+    period: Period | None
+    template: Template | None
+
+
+def _check(settings: dict[str, Any], destination_type: str) -> _RouteSettings:
+    try:
+        route = _RouteSettings.model_validate(settings)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    if (route.mode == "digest") != (route.period is not None):
+        raise InvalidInput(
+            "period goes with digest mode only",
+            [{"field": "period", "message": "required in digest mode, refused in immediate mode"}],
+        )
+    if route.template is not None:
+        if destination_type == "webhook":
+            raise InvalidTemplate(
+                "webhook destinations send JSON; templates apply to email and Telegram",
+                [{"field": "template", "message": "not used by webhook destinations"}],
+            )
+        for name in ("subject", "text"):
+            problems = template_errors(getattr(route.template, name) or "")
+            if problems:
+                raise InvalidTemplate(
+                    problems[0], [{"field": f"template.{name}", "message": problems[0]}]
+                )
+    route.include_statuses = list(dict.fromkeys(route.include_statuses))
+    return route
+
+
+def _columns(route: _RouteSettings) -> dict[str, Any]:
+    return {
+        "enabled": route.enabled,
+        "include_statuses": route.include_statuses,
+        "mode": route.mode,
+        "period": route.period,
+        "template": None if route.template is None else Jsonb(route.template.model_dump()),
+    }
+
+
+@scoped
+async def create_route(
+    conn: Conn, scope: OrgScope, *, form_id: str, fields: RouteFields
+) -> dict[str, Any]:
+    """Route a live form to a live destination; one live route per pair."""
+    org = scope.organization_id
+    cur = await conn.execute(queries["live_form_exists"], {"id": form_id, "organization_id": org})
+    if await cur.fetchone() is None:
+        raise NotFound(f"no form {form_id}")
+    cur = await conn.execute(
+        queries["live_destination_type"], {"id": fields.destination_id, "organization_id": org}
+    )
+    destination = await cur.fetchone()
+    if destination is None:
+        raise NotFound(f"no destination {fields.destination_id}")
+    route = _check(fields.model_dump(exclude={"destination_id"}), destination["type"])
+    try:
+        # A savepoint keeps the caller's transaction usable after the refusal.
+        async with conn.transaction():
+            cur = await conn.execute(
+                queries["insert_route"],
+                {
+                    **_columns(route),
+                    "id": new_id("rte"),
+                    "organization_id": org,
+                    "form_id": form_id,
+                    "destination_id": fields.destination_id,
+                },
+            )
+    except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name == "routes_form_destination_key":
+            raise RouteExists(
+                f"form {form_id} already has a route to {fields.destination_id}"
+            ) from None
+        raise
+    row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+@scoped
+async def list_routes(
+    conn: Conn, scope: OrgScope, *, form_id: str, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` live routes of a live form with ids after `after`, by id."""
+    org = scope.organization_id
+    cur = await conn.execute(queries["get_form"], {"id": form_id, "organization_id": org})
+    if await cur.fetchone() is None:
+        raise NotFound(f"no form {form_id}")
+    cur = await conn.execute(
+        queries["list_form_routes"],
+        {"organization_id": org, "form_id": form_id, "after": after, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def update_route(
+    conn: Conn, scope: OrgScope, *, route_id: str, patch: RoutePatch
+) -> dict[str, Any]:
+    """Change what `patch` sets; the result must satisfy every rule of a new route."""
+    params = {"id": route_id, "organization_id": scope.organization_id}
+    current = await (await conn.execute(queries["lock_route"], params)).fetchone()
+    if current is None:
+        raise NotFound(f"no route {route_id}")
+    merged = {name: current[name] for name in ("enabled", "include_statuses", "mode", "period")}
+    merged["template"] = current["template"]
+    merged.update(patch.model_dump(include=patch.model_fields_set))
+    if patch.mode == "immediate" and "period" not in patch.model_fields_set:
+        merged["period"] = None  # leaving digest mode drops its period
+    route = _check(merged, current["destination_type"])
+    row = await (
+        await conn.execute(queries["update_route"], {**_columns(route), **params})
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+@scoped
+async def delete_route(conn: Conn, scope: OrgScope, *, route_id: str) -> None:
+    """Remove a route softly; deliveries already queued through it are kept."""
+    params = {"id": route_id, "organization_id": scope.organization_id}
+    if await (await conn.execute(queries["delete_route"], params)).fetchone() is None:
+        raise NotFound(f"no route {route_id}")

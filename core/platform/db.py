@@ -1,0 +1,173 @@
+"""The Postgres connection pool, and the two ways to run work: as owner, or scoped.
+
+Connection trouble (unreachable, restarting, a killed backend) surfaces as `Unavailable`;
+the pool checks a connection before handing it out, so dead ones are discarded and the
+next request after the database is back succeeds without restarting the process. The check
+costs no round trip for a connection in steady use: see `Database._check`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import time
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeAlias
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from core.platform.errors import Unavailable
+from core.platform.scope import OrgScope
+
+Conn: TypeAlias = psycopg.AsyncConnection[DictRow]
+
+# Errors that mean "the database is not there right now", never "the request was wrong".
+_UNAVAILABLE = (psycopg.OperationalError, psycopg.errors.AdminShutdown, PoolTimeout)
+
+# A pooled connection unused for longer than this is pinged before it is handed out.
+IDLE_PING_SECONDS = 5.0
+
+
+def _has_input(conn: Conn) -> bool:
+    """Whether an idle connection's socket has something to read (without reading it).
+
+    An idle connection is sent nothing, except when its backend goes away: a terminated
+    backend or a shutting-down server sends a FATAL error and closes the socket.
+    """
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class Database:
+    """A lazily opened pool bound to the event loop that first uses it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        wait_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._wait_timeout = wait_timeout
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # When each pooled connection was last given back (monotonic seconds).
+        self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+
+    async def _check(self, conn: Conn) -> None:
+        """The pool's check before handing out `conn`: raise if it is dead.
+
+        A round trip (an empty query) only for a connection never handed out, idle for
+        more than IDLE_PING_SECONDS, or with input waiting (what a killed backend or a
+        restarting server leaves); a connection in steady use is handed out unpinged.
+        """
+        returned = self._returned.get(conn)
+        if returned is None or time.monotonic() - returned > IDLE_PING_SECONDS or _has_input(conn):
+            await AsyncConnectionPool.check_connection(conn)
+
+    async def _ensure_pool(self) -> AsyncConnectionPool[Conn]:
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._loop is not loop:
+            # A new event loop (a new Lambda invocation loop, a test) cannot use the old
+            # loop's connections: drop them without awaiting the dead loop.
+            self._pool = None
+        if self._pool is None:
+            pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                timeout=self._wait_timeout,
+                kwargs={
+                    "row_factory": dict_row,
+                    "autocommit": True,
+                    "connect_timeout": max(1, round(self._connect_timeout)),
+                },
+                check=self._check,
+                open=False,
+                name="postbag",
+            )
+            await pool.open(wait=False)
+            self._pool, self._loop = pool, loop
+        return self._pool
+
+    async def close(self) -> None:
+        """Close every pooled connection (the runner and tests call this on exit)."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A pooled autocommit connection as the owner role."""
+        try:
+            pool = await self._ensure_pool()
+            async with pool.connection() as conn:
+                try:
+                    yield conn
+                finally:
+                    self._returned[conn] = time.monotonic()
+        except _UNAVAILABLE as exc:
+            raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
+
+    async def fetch_one(self, query: str, params: Mapping[str, Any]) -> DictRow | None:
+        """The first row of a read-only `query` on a pooled connection.
+
+        When that connection turns out dead (its backend was killed, or the server
+        restarted, and the goodbye had not yet arrived when the pool checked it), the query
+        runs once more on another: reading twice is harmless, and it spares the request a 503.
+        """
+        async with self.connection() as conn:
+            try:
+                cur = await conn.execute(query, params)
+                return await cur.fetchone()
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+        # The pool discarded the dead connection; the one it hands out now was checked.
+        async with self.connection() as conn:
+            cur = await conn.execute(query, params)
+            row = await cur.fetchone()
+        return row
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """One transaction as the owner role (cross-organization work: submit lookup, ticks)."""
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    @asynccontextmanager
+    async def scoped(self, scope: OrgScope) -> AsyncIterator[Conn]:
+        """One transaction as `postbag_app`, where row-level security shows one organization."""
+        async with self.transaction() as conn:
+            await enter_scope(conn, scope)
+            yield conn
+
+
+async def enter_scope(conn: Conn, scope: OrgScope) -> None:
+    """Switch the current transaction to `postbag_app` limited to `scope`'s organization."""
+    await conn.execute("SET LOCAL ROLE postbag_app")
+    await conn.execute(
+        "SELECT set_config('postbag.organization_id', %(org)s, true)",
+        {"org": scope.organization_id},
+    )
+
+
+async def connect(url: str, **kwargs: Any) -> Conn:
+    """One autocommit connection outside the pool (CLI, migrations)."""
+    try:
+        return await psycopg.AsyncConnection.connect(
+            url, autocommit=True, row_factory=dict_row, **kwargs
+        )
+    except psycopg.OperationalError as exc:
+        raise Unavailable(f"database unavailable: {exc}".splitlines()[0]) from exc

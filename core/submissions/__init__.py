@@ -1,0 +1,1 @@
+"""Stored submissions as their owner reads them: lists, receipts, erasure and CSV export."""

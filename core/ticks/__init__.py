@@ -1,0 +1,1 @@
+"""The scheduled passes: their registry and runner, digests, retention and housekeeping."""

@@ -1,0 +1,201 @@
+"""Recorded Lambda events replayed against the real handlers give the same answer as the
+same request over HTTP to the local runner (uvicorn serving both apps)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from core.platform.db import connect
+from core.platform.services import Services
+from local.runner import combined_app
+from tests.conftest import TEST_SECRET_KEY, create_database, database_url, drop_database, make_org
+from tests.support.lambdas import FakeContext, invoke, load_event
+from tests.support.submit import built_services, create_form
+
+FORM_ID = "frm_01jlambda0multipart0000000"
+COMPARED_HEADERS = (
+    "content-type",
+    "location",
+    "access-control-allow-origin",
+    "access-control-allow-methods",
+    "access-control-allow-headers",
+    "access-control-max-age",
+    "vary",
+    "retry-after",
+)
+EVENTS = [
+    "function_url_get_health.json",
+    "function_url_post_json.json",
+    "function_url_post_urlencoded.json",
+    "function_url_post_submit_multipart.json",
+    "function_url_options_preflight.json",
+    "apigw_http_get_form.json",
+]
+_TIMES = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?")
+_IDS = re.compile(r"\b(sub|att|dlv|key|org)_[0-9a-hjkmnp-tv-z]{26}\b")
+
+
+async def _prepare(url: str) -> str:
+    """The state every replay starts from: an organization, its key and the events' form."""
+    conn = await connect(url)
+    try:
+        scope, key = await make_org(conn, plan="pro")
+        await create_form(
+            conn,
+            scope,
+            id=FORM_ID,
+            allowed_origins=["https://site.example"],
+            redirect_url="https://site.example/thanks",
+            file_fields={"notes": {"types": [".txt"]}},
+        )
+        return key
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def twin_databases(admin_url: str, template_name: str) -> Iterator[tuple[str, str]]:
+    names = [create_database(admin_url, template=template_name) for _ in range(2)]
+    yield database_url(admin_url, names[0]), database_url(admin_url, names[1])
+    for name in names:
+        drop_database(admin_url, name)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Runner:
+    """The local runner's HTTP side on a thread of its own."""
+
+    def __init__(self, url: str, files: Path) -> None:
+        self.port = _free_port()
+        self._url, self._files = url, files
+        self._server: uvicorn.Server | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        async def serve() -> None:
+            async with built_services(self._url, self._files) as services:
+                assert isinstance(services, Services)
+                config = uvicorn.Config(
+                    combined_app(services),
+                    host="127.0.0.1",
+                    port=self.port,
+                    lifespan="off",
+                    log_config=None,
+                    access_log=False,
+                )
+                self._server = uvicorn.Server(config)
+                await self._server.serve()
+
+        asyncio.run(serve())
+
+    def __enter__(self) -> Runner:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("the runner did not start")
+
+    def __exit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+
+def _normalise_body(text: str, content_type: str) -> Any:
+    # Two databases prepared a moment apart: ids and times differ, nothing else may.
+    text = _TIMES.sub("<time>", _IDS.sub(lambda m: f"{m.group(1)}_*", text))
+    if "json" in content_type and text:
+        body = json.loads(text)
+        if isinstance(body, dict):
+            body.pop("worker_heartbeat_age_seconds", None)
+        return body
+    return text
+
+
+def _normalise(status: int, headers: dict[str, str], body: str) -> dict[str, Any]:
+    kept = {
+        name: _IDS.sub(lambda m: f"{m.group(1)}_*", headers[name])
+        for name in COMPARED_HEADERS
+        if name in headers
+    }
+    if not body:
+        # Mangum labels an empty Lambda answer application/json; there is nothing to label.
+        kept.pop("content-type", None)
+    return {
+        "status": status,
+        "headers": kept,
+        "body": _normalise_body(body, headers.get("content-type", "")),
+    }
+
+
+def _http_request(event: dict[str, Any], port: int) -> httpx.Response:
+    body = event.get("body") or ""
+    content = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+    headers = {k: v for k, v in event["headers"].items() if k not in ("host", "content-length")}
+    query = f"?{event['rawQueryString']}" if event.get("rawQueryString") else ""
+    return httpx.request(
+        event["requestContext"]["http"]["method"],
+        f"http://127.0.0.1:{port}{event['rawPath']}{query}",
+        content=content or None,
+        headers=headers,
+        timeout=30,
+        follow_redirects=False,
+    )
+
+
+@pytest.mark.parametrize("name", EVENTS)
+def test_recorded_event__same_answer_as_http_to_the_local_runner(
+    name: str, twin_databases: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lambda_db, http_db = twin_databases
+    keys = [asyncio.run(_prepare(url)) for url in (lambda_db, http_db)]
+    event = load_event(name)
+    handler = "api" if event["rawPath"].startswith("/v1") else "submit"
+
+    def with_key(key: str) -> dict[str, Any]:
+        filled = json.loads(json.dumps(event).replace("{{API_KEY}}", key))
+        assert isinstance(filled, dict)
+        return filled
+
+    [answer] = invoke(
+        handler,
+        [with_key(keys[0])],
+        FakeContext(),
+        monkeypatch,
+        POSTBAG_DATABASE_URL=lambda_db,
+        POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+        POSTBAG_STORAGE_URL=f"file://{tmp_path / 'lambda-files'}",
+    )
+    body = answer.get("body", "")
+    if answer.get("isBase64Encoded"):
+        body = base64.b64decode(body).decode()
+    from_lambda = _normalise(answer["statusCode"], answer["headers"], body)
+
+    with Runner(http_db, tmp_path / "http-files") as runner:
+        response = _http_request(with_key(keys[1]), runner.port)
+    from_http = _normalise(response.status_code, dict(response.headers), response.text)
+
+    assert from_lambda == from_http
+    assert from_lambda["status"] < 400, from_lambda

@@ -1,0 +1,287 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright, a real uvicorn.
+
+Sign in, create a form, two webhook destinations and their routes through the pages, post
+the form from a page on another loopback origin, watch the delivery lines reach
+*Delivered* / *Not delivered*, erase the values, then Send again and read the refusal.
+Screenshots land in the test's tmp directory, and in docs/ with POSTBAG_SCREENSHOTS=docs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from core.outbox.worker import close_shared_client
+from core.platform.db import connect
+from core.platform.services import Services, utcnow
+from core.platform.settings import load_settings
+from core.ticks.registry import TICKS, run_pass
+from local.runner import combined_app
+from tests.conftest import TEST_SECRET_KEY, make_org
+from tests.support.peers import closed_port, receiver, status
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+MESSAGE = "Please call me back about the blue bicycle"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@dataclass
+class Server:
+    url: str
+    loop: asyncio.AbstractEventLoop
+    services: Services
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        """Run a coroutine on the server's event loop (where its pool and clients live)."""
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+
+@contextmanager
+def postbag(db_url: str, tmp_path: Path) -> Iterator[Server]:
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
+    settings = load_settings(
+        database_url=db_url,
+        secret_key=TEST_SECRET_KEY,
+        storage_url=f"file://{tmp_path / 'files'}",
+        allow_private_targets=True,
+        public_url=url,
+    )
+    services = Services.from_settings(settings, pool_max=4)
+    config = uvicorn.Config(
+        combined_app(services), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield Server(url=url, loop=loop, services=services)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        loop.run_until_complete(close_shared_client())  # the delivery pass's client
+        loop.run_until_complete(services.db.close())
+        loop.close()
+
+
+@dataclass
+class Website:
+    url: str
+    action: str = ""
+
+
+def _page(action: str) -> bytes:
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Bike shop</title></head><body><h1>Contact the bike shop</h1>
+<form action="{action}" method="POST">
+  <label>Email <input type="email" name="email" required></label>
+  <label>Message <textarea name="message" required></textarea></label>
+  <input type="text" name="_gotcha" style="display:none" tabindex="-1" autocomplete="off">
+  <button type="submit">Send</button>
+</form></body></html>""".encode()
+
+
+@contextmanager
+def other_origin() -> Iterator[Website]:
+    """A website on another loopback port whose plain HTML form posts to `site.action`."""
+    site = Website(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            page = _page(site.action)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    site.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _chromium() -> str:
+    if not os.access(CHROMIUM, os.X_OK):
+        message = (
+            f"BROWSER TEST SKIPPED: {CHROMIUM} is missing and could not be installed "
+            "(apt-get install chromium); the dashboard was NOT tested in a browser"
+        )
+        print(f"\n!!! {message} !!!")
+        pytest.skip(message)
+    return CHROMIUM
+
+
+def _new_key(db_url: str) -> str:
+    async def run() -> str:
+        conn = await connect(db_url)
+        try:
+            _scope, key = await make_org(conn, name="Bike shop")
+        finally:
+            await conn.close()
+        return key
+
+    return asyncio.run(run())
+
+
+def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
+    executable = _chromium()
+    key = _new_key(db_url)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    with (
+        postbag(db_url, tmp_path) as app,
+        receiver() as hook,
+        receiver(status(404)) as gone,
+        other_origin() as site,
+        sync_api.sync_playwright() as pw,
+    ):
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        expect = sync_api.expect
+
+        # Sign in with the API key.
+        page.goto(f"{app.url}/app")
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+
+        # Two webhook destinations: one that takes deliveries, one that answers 404.
+        page.get_by_role("link", name="Destinations").click()
+        for name, url in (("CRM", f"{hook.url}/hooks/crm"), ("Old CRM", f"{gone.url}/gone")):
+            page.locator("#d-type").select_option("webhook")
+            page.locator("#d-name").fill(name)
+            page.locator("#d-url").fill(url)
+            page.get_by_role("button", name="Add destination").click()
+            expect(page.get_by_role("cell", name=name, exact=False).first).to_be_visible()
+
+        # A form taking posts from the other website, routed to both.
+        page.get_by_role("link", name="Forms").click()
+        page.get_by_role("link", name="New form").click()
+        page.locator("#name").fill("Contact")
+        page.locator("#allowed_origins").fill(site.url)
+        page.locator("#labels").fill('{"message": "Your message", "email": "Email"}')
+        page.get_by_role("button", name="Create form").click()
+        expect(page.get_by_role("heading", name="Contact")).to_be_visible()
+        form_id = page.url.rsplit("/", 1)[1]
+        for name in ("CRM", "Old CRM"):
+            page.locator("#r-dest").select_option(label=f"{name} (webhook)")
+            page.get_by_role("button", name="Add route").click()
+        expect(page.get_by_role("cell", name="Old CRM webhook")).to_be_visible()
+        page.screenshot(path=str(shots / "form.png"), full_page=True)
+        page.goto(f"{app.url}/app/destinations")
+        page.screenshot(path=str(shots / "destinations.png"), full_page=True)
+
+        # A visitor posts the plain HTML form from the other origin.
+        site.action = f"{app.url}/s/{form_id}"
+        visitor = browser.new_page()
+        visitor.goto(site.url)
+        visitor.get_by_label("Email").fill("ada@example.com")
+        visitor.get_by_label("Message").fill(MESSAGE)
+        visitor.get_by_role("button", name="Send").click()
+        expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
+        visitor.close()
+
+        # The inbox lists it without its values.
+        page.get_by_role("link", name="Inbox").click()
+        row = page.locator("table.inbox tbody tr").first
+        expect(row).to_contain_text("Contact")
+        expect(row).to_contain_text("2 waiting")
+        assert MESSAGE not in page.content()
+        page.screenshot(path=str(shots / "inbox-waiting.png"), full_page=True)
+        receipt = row.locator("a.receipt").inner_text()
+        row.locator("a.receipt").click()
+        expect(page.get_by_role("heading", name=f"Receipt {receipt}")).to_be_visible()
+        expect(page.get_by_text(MESSAGE)).to_be_visible()
+        expect(page.locator(".state").first).to_have_text("Waiting to send")
+
+        # One delivery pass: the good line reaches Delivered, the other Not delivered.
+        app.run(run_pass(app.services, TICKS["deliver"], now=utcnow(), budget=20))
+        page.reload()
+        lines = page.locator("li.line")
+        expect(lines.filter(has_text="/hooks/crm")).to_contain_text("Delivered")
+        gone_line = lines.filter(has_text="/gone")
+        expect(gone_line).to_contain_text("Not delivered")
+        expect(gone_line).to_contain_text("HTTP 404")
+        assert len(hook.requests) == 1 and MESSAGE in hook.requests[0].body.decode()
+        page.screenshot(path=str(shots / "receipt.png"), full_page=True)
+        # Two more arrive: another message, and a bot filling the honeypot (spam).
+        visitor = browser.new_page()
+        visitor.goto(site.url)
+        visitor.get_by_label("Email").fill("grace@example.com")
+        visitor.get_by_label("Message").fill("Do you repair tandems?")
+        visitor.get_by_role("button", name="Send").click()
+        expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
+        visitor.goto(site.url)
+        visitor.get_by_label("Email").fill("bot@example.net")
+        visitor.get_by_label("Message").fill("Cheap watches")
+        visitor.evaluate("document.querySelector('[name=_gotcha]').value = 'x'")
+        visitor.get_by_role("button", name="Send").click()
+        visitor.close()
+        page.goto(f"{app.url}/app")
+        rows = page.locator("table.inbox tbody tr")
+        expect(rows).to_have_count(3)
+        expect(rows.filter(has_text=receipt)).to_contain_text("1 delivered, 1 not delivered")
+        expect(rows.first).to_contain_text("Spam")
+        assert "Do you repair tandems" not in page.content()
+        page.set_viewport_size({"width": 1200, "height": 440})
+        page.screenshot(path=str(shots / "inbox.png"))
+        page.set_viewport_size({"width": 1200, "height": 900})
+        page.get_by_role("link", name=receipt).click()
+
+        # Erase, confirming first; the values and targets go, the lines stay.
+        page.get_by_role("link", name="Erase values…").click()
+        page.get_by_label("Yes, erase these values").check()
+        page.get_by_role("button", name="Erase values").click()
+        expect(page.get_by_text("Values erased")).to_be_visible()
+        assert MESSAGE not in page.content() and "/hooks/crm" not in page.content()
+
+        # Send again on the Not delivered line is refused in place; nothing changes.
+        not_delivered = page.locator("li.line").filter(has_text="Not delivered")
+        not_delivered.get_by_role("button", name="Send again").click()
+        expect(page.get_by_role("alert")).to_contain_text("Not sent again")
+        expect(page.get_by_role("alert")).to_contain_text("erased")
+        assert len(gone.requests) == 1
+        page.screenshot(path=str(shots / "receipt-refused.png"), full_page=True)
+
+        # Phone width: the receipt still reads without sideways scrolling.
+        page.set_viewport_size({"width": 390, "height": 844})
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the receipt scrolls sideways on a phone ({width}px)"
+        browser.close()
+
+    if os.environ.get("POSTBAG_SCREENSHOTS") == "docs":
+        shutil.copy(shots / "inbox.png", DOCS / "inbox.png")
+        shutil.copy(shots / "receipt.png", DOCS / "receipt.png")

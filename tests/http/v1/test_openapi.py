@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openapi_spec_validator import validate
+
+from core.http.api_app import create_api_app
+from core.http.problems import _STATUS_AND_CODE
+from core.platform.services import Services
+from tests.support.api import api_client, served_operations
+
+PROBLEM = "application/problem+json"
+
+
+async def _document(services: Services) -> dict[str, Any]:
+    async with api_client(services) as client:
+        response = await client.get("/v1/openapi.json")  # public: no key needed
+    assert response.status_code == 200
+    document: dict[str, Any] = response.json()
+    return document
+
+
+async def test_openapi__document_is_valid(services: Services) -> None:
+    validate(await _document(services))
+
+
+async def test_openapi__lists_every_route_the_app_serves(services: Services) -> None:
+    document = await _document(services)
+    served = {
+        (method.lower(), path)
+        for method, path in served_operations(create_api_app(services))
+        if path.startswith("/v1/")
+    }
+    documented = {(method, path) for path, item in document["paths"].items() for method in item}
+    assert served == documented
+    assert len(served) >= 20
+
+
+async def test_openapi__documents_bodies_and_problem_responses(services: Services) -> None:
+    document = await _document(services)
+    assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            responses = operation["responses"]
+            assert operation.get("security"), where
+            assert {"401", "503"} <= responses.keys(), where
+            if "{" in path:
+                assert "404" in responses, where
+            if "requestBody" in operation:
+                assert "422" in responses, where
+            if method == "post" and path in ("/v1/forms", "/v1/destinations"):
+                assert "402" in responses, where
+            for status, response in responses.items():
+                if status.startswith(("4", "5")):
+                    assert list(response["content"]) == [PROBLEM], (where, status)
+                    schema = response["content"][PROBLEM]["schema"]
+                    assert "code" in schema["properties"], (where, status)
+    assert "409" in document["paths"]["/v1/forms/{form_id}/routes"]["post"]["responses"]
+
+
+async def test_openapi__secrets_are_write_only(services: Services) -> None:
+    schemas = (await _document(services))["components"]["schemas"]
+    for model in ("FormFields", "FormPatch", "DestinationFields", "DestinationPatch"):
+        for name, prop in schemas[model]["properties"].items():
+            if name in ("secret", "turnstile_secret"):
+                assert prop["writeOnly"] is True, (model, name)
+    for model in ("Form", "Destination"):
+        assert not {"secret", "turnstile_secret"} & schemas[model]["properties"].keys()
+
+
+def test_docs__list_every_error_code_the_api_returns() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text(encoding="utf-8")
+    codes = {code for _, code in _STATUS_AND_CODE.values()} | {"method_not_allowed"}
+    missing = {code for code in codes if f"`{code}`" not in text}
+    assert not missing

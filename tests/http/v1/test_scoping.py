@@ -1,0 +1,221 @@
+"""Another organization's objects are 404 on every /v1 route (never 403, never a leak).
+
+The cases come from the app's own route table, so a route added without scoping, or
+without a sample body here, fails this file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from core.http.api_app import create_api_app
+from core.platform.db import Conn, Database
+from core.platform.ids import new_id
+from core.platform.services import Services
+from core.platform.settings import load_settings
+from tests.support.api import (
+    EMAIL,
+    WEBHOOK,
+    Tenant,
+    api_client,
+    assert_problem,
+    create,
+    served_operations,
+    tenant,
+)
+from tests.support.submit import submit_client
+
+
+def _v1_operations() -> list[tuple[str, str]]:
+    settings = load_settings(database_url="postgresql://unused@127.0.0.1:1/unused")
+    app = create_api_app(Services(settings=settings, db=Database(settings.require_database_url())))
+    return [(m, p) for m, p in served_operations(app) if p.startswith("/v1/")]
+
+
+OPERATIONS = _v1_operations()
+
+# A valid body per writing operation, so a 404 can only come from scoping, not validation.
+# "{spare_destination_id}" is replaced by a destination of the caller's own.
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/v1/keys"): {"name": "k"},
+    ("POST", "/v1/forms"): {"name": "F"},
+    ("PATCH", "/v1/forms/{form_id}"): {"name": "Changed"},
+    ("POST", "/v1/forms/{form_id}/schemas"): {"schema": {"type": "object"}},
+    ("POST", "/v1/destinations"): EMAIL,
+    ("PATCH", "/v1/destinations/{destination_id}"): {"name": "Changed"},
+    ("POST", "/v1/forms/{form_id}/routes"): {"destination_id": "{spare_destination_id}"},
+    ("PATCH", "/v1/routes/{route_id}"): {"enabled": False},
+    ("POST", "/v1/submissions/{submission_id}/erase"): {},
+    ("POST", "/v1/deliveries/{delivery_id}/retry"): {},
+    ("POST", "/v1/destinations/{destination_id}/test"): {},
+    ("POST", "/v1/alerts/{alert_id}/ack"): {},
+}
+
+# Query strings an operation needs to succeed on the caller's own objects.
+QUERIES: dict[tuple[str, str], str] = {
+    ("GET", "/v1/submissions/export.csv"): "?form={form_id}",
+    ("GET", "/v1/digests"): "?route={route_id}",
+}
+
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+async def _world(
+    client: httpx.AsyncClient, services: Services, conn: Conn, who: Tenant
+) -> dict[str, str]:
+    """One object of every kind for `who`; returns the ids by path parameter name."""
+    form = await create(
+        client,
+        who,
+        "/v1/forms",
+        {"name": "Form", "file_fields": {"brief": {"types": [".pdf"]}}},
+    )
+    await create(client, who, f"/v1/forms/{form['id']}/schemas", {"schema": {"type": "object"}})
+    inbox = await create(client, who, "/v1/destinations", EMAIL)
+    spare = await create(client, who, "/v1/destinations", WEBHOOK)
+    route = await create(
+        client, who, f"/v1/forms/{form['id']}/routes", {"destination_id": inbox["id"]}
+    )
+    key = await create(client, who, "/v1/keys", {"name": "spare"})
+    async with submit_client(services) as public:
+        posted = await public.post(
+            f"/s/{form['id']}",
+            data={"email": "visitor@example.com"},
+            files={"brief": ("brief.pdf", PDF, "application/pdf")},
+            headers={"Accept": "application/json"},
+        )
+    assert posted.status_code == 201, posted.text
+    receipt = posted.json()["receipt"]
+    detail = (await client.get(f"/v1/submissions/{receipt}", headers=who.headers)).json()
+    delivery_id = detail["deliveries"][0]["id"]
+    # A dead delivery and its alert, as the worker would leave them.
+    await conn.execute(
+        "UPDATE deliveries SET status = 'dead', reason = 'http_404' WHERE id = %(id)s",
+        {"id": delivery_id},
+    )
+    alert_id = new_id("alr")
+    await conn.execute(
+        "INSERT INTO alerts (id, organization_id, kind, subject_id) "
+        "VALUES (%(id)s, %(org)s, 'delivery.dead', %(dst)s)",
+        {"id": alert_id, "org": who.scope.organization_id, "dst": inbox["id"]},
+    )
+    # A digest of the route and its delivery, as the digest tick would leave them.
+    digest_id = new_id("dgs")
+    await conn.execute(
+        "INSERT INTO digests (id, organization_id, route_id, period_key, period_start,"
+        " period_end, submission_count) VALUES (%(id)s, %(org)s, %(rte)s, '2026-01-01',"
+        " '2026-01-01', '2026-01-02', 1)",
+        {"id": digest_id, "org": who.scope.organization_id, "rte": route["id"]},
+    )
+    await conn.execute(
+        "INSERT INTO deliveries (id, organization_id, kind, digest_id, route_id, destination_id,"
+        " channel, max_attempts, payload, target) VALUES (%(id)s, %(org)s, 'digest', %(dgs)s,"
+        " %(rte)s, %(dst)s, 'email', 8, '{}', '{}')",
+        {
+            "id": new_id("dlv"),
+            "org": who.scope.organization_id,
+            "dgs": digest_id,
+            "rte": route["id"],
+            "dst": inbox["id"],
+        },
+    )
+    return {
+        "digest_id": digest_id,
+        "form_id": form["id"],
+        "destination_id": inbox["id"],
+        "spare_destination_id": spare["id"],
+        "route_id": route["id"],
+        "key_id": key["id"],
+        "submission_id": receipt,
+        "attachment_id": detail["attachments"][0]["id"],
+        "delivery_id": delivery_id,
+        "alert_id": alert_id,
+    }
+
+
+async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str]) -> list[Any]:
+    """Everything `who` can read about its objects."""
+    paths = [
+        f"/v1/forms/{ids['form_id']}",
+        f"/v1/forms/{ids['form_id']}/schemas",
+        f"/v1/forms/{ids['form_id']}/routes",
+        f"/v1/destinations/{ids['destination_id']}",
+        "/v1/destinations",
+        "/v1/forms",
+        "/v1/keys",
+        "/v1/usage",
+    ]
+    seen = [(await client.get(path, headers=who.headers)).json() for path in paths]
+    for key in seen[paths.index("/v1/keys")]["data"]:
+        key.pop("last_used_at")  # the snapshot's own requests move it
+    return seen
+
+
+def _fill(method: str, path: str, ids: dict[str, str]) -> str:
+    full = path + QUERIES.get((method, path), "")
+    return full.format(**{name: ids[name] for name in ids if "{" + name + "}" in full})
+
+
+def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
+    if method in ("GET", "DELETE"):
+        return None
+    if (method, path) not in BODIES:
+        pytest.fail(f"add a valid sample body for {method} {path} to BODIES")
+    return {
+        name: ids["spare_destination_id"] if value == "{spare_destination_id}" else value
+        for name, value in BODIES[(method, path)].items()
+    }
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+async def test_scoping__another_organizations_objects_are_404(
+    services: Services, conn: Conn, method: str, path: str
+) -> None:
+    owner = await tenant(conn, name="Owner", plan="pro")
+    intruder = await tenant(conn, name="Intruder", plan="pro")
+    async with api_client(services) as client:
+        theirs = await _world(client, services, conn, owner)
+        mine = await _world(client, services, conn, intruder)
+        before = await _snapshot(client, owner, theirs)
+
+        body = _body(method, path, mine)
+        if "{" in path:
+            foreign = await client.request(
+                method, _fill(method, path, theirs), json=body, headers=intruder.headers
+            )
+            assert_problem(foreign, 404, "not_found")
+        # The same call on the caller's own objects works, so the 404 above is the scope.
+        own = await client.request(
+            method, _fill(method, path, mine), json=body, headers=intruder.headers
+        )
+        assert own.status_code < 300, own.text
+        for value in theirs.values():
+            assert value not in own.text
+
+        assert await _snapshot(client, owner, theirs) == before
+
+
+async def test_scoping__a_route_to_another_organizations_destination_is_404(
+    services: Services, conn: Conn
+) -> None:
+    owner = await tenant(conn, name="Owner", plan="pro")
+    intruder = await tenant(conn, name="Intruder", plan="pro")
+    async with api_client(services) as client:
+        theirs = await _world(client, services, conn, owner)
+        mine = await _world(client, services, conn, intruder)
+        response = await client.post(
+            f"/v1/forms/{mine['form_id']}/routes",
+            json={"destination_id": theirs["spare_destination_id"]},
+            headers=intruder.headers,
+        )
+    assert_problem(response, 404, "not_found")
+
+
+def test_scoping__every_v1_operation_is_covered() -> None:
+    # Guards the parametrisation itself: the table above really holds the app's routes.
+    assert ("DELETE", "/v1/routes/{route_id}") in OPERATIONS
+    assert ("GET", "/v1/usage") in OPERATIONS
+    assert len(OPERATIONS) >= 20

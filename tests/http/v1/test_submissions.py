@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+from core.platform.db import Conn
+from core.platform.services import Services, utcnow
+from tests.support.submit import api_client, rows, setup_form, submit_client
+
+JSON_ACCEPT = {"Accept": "application/json"}
+
+
+async def _submit(services: Services, form: str, **kwargs: object) -> str:
+    kwargs["headers"] = {**JSON_ACCEPT, **kwargs.get("headers", {})}  # type: ignore[dict-item]
+    async with submit_client(services) as client:
+        response = await client.post(f"/s/{form}", **kwargs)  # type: ignore[arg-type]
+    assert response.status_code == 201, response.text
+    return str(response.json()["receipt"])
+
+
+async def test_submissions__list_newest_first_filtered_and_paginated(
+    services: Services, conn: Conn
+) -> None:
+    _scope, key, form = await setup_form(conn)
+    _s2, _k2, other_form = await setup_form(conn)  # another organization
+    receipts = [await _submit(services, form, data={"n": str(n)}) for n in range(5)]
+    spam = await _submit(services, form, data={"n": "x", "_gotcha": "1"})
+    await _submit(services, other_form, data={"n": "elsewhere"})
+    async with api_client(services, key) as api:
+        first = await api.get("/v1/submissions", params={"limit": 3})
+        second = await api.get(
+            "/v1/submissions", params={"limit": 3, "cursor": first.json()["next_cursor"]}
+        )
+        only_spam = await api.get("/v1/submissions", params={"status": "spam"})
+        by_form = await api.get("/v1/submissions", params={"form": form, "limit": 200})
+        future = await api.get(
+            "/v1/submissions", params={"since": (utcnow() + timedelta(hours=1)).isoformat()}
+        )
+        unauthenticated = await api.get("/v1/submissions", headers={"Authorization": ""})
+        bad_cursor = await api.get("/v1/submissions", params={"cursor": "nope"})
+    page1, page2 = first.json(), second.json()
+    assert [s["id"] for s in page1["data"] + page2["data"]] == [spam, *reversed(receipts)]
+    assert page2["next_cursor"] is None
+    assert "values" not in page1["data"][0]
+    assert page1["data"][1]["form"] == form and page1["data"][1]["status"] == "accepted"
+    assert [s["id"] for s in only_spam.json()["data"]] == [spam]
+    assert len(by_form.json()["data"]) == 6
+    assert future.json() == {"data": [], "next_cursor": None}
+    assert unauthenticated.status_code == 401
+    assert bad_cursor.status_code == 422
+
+
+async def test_submissions__get_with_values_and_redacted_delivery_lines(
+    services: Services, conn: Conn
+) -> None:
+    _scope, key, form = await setup_form(conn, routes=1)
+    _s2, other_key, _f2 = await setup_form(conn)
+    receipt = await _submit(services, form, data={"email": "a@example.com"})
+    async with api_client(services, key) as api:
+        detail = (await api.get(f"/v1/submissions/{receipt}")).json()
+    async with api_client(services, other_key) as api:
+        foreign = await api.get(f"/v1/submissions/{receipt}")
+    assert detail["values"] == {"email": "a@example.com"}
+    assert detail["values_state"] == "present"
+    assert detail["attachments"] == []
+    [line] = detail["deliveries"]
+    assert line["channel"] == "webhook" and line["status"] == "pending"
+    assert line["attempts"] == 0 and line["last_detail"] is None
+    # Webhook targets show origin and path only: the query's token stays on the server.
+    assert line["target"] == {"url": "https://hooks.example.com/postbag"}
+    assert foreign.status_code == 404
+
+
+async def test_submissions__expired_values_are_withheld_at_once(
+    services: Services, conn: Conn
+) -> None:
+    _scope, key, form = await setup_form(conn)
+    receipt = await _submit(services, form, data={"email": "a@example.com"})
+    await conn.execute("UPDATE submissions SET erase_at = received_at WHERE id = %s", (receipt,))
+    async with api_client(services, key) as api:
+        detail = (await api.get(f"/v1/submissions/{receipt}")).json()
+        csv_text = (await api.get("/v1/submissions/export.csv", params={"form": form})).text
+    assert detail["values"] is None and detail["values_state"] == "expired"
+    assert detail["deliveries"][0]["target"] is None
+    assert "a@example.com" not in csv_text
+
+
+async def test_submissions__erase(services: Services, conn: Conn) -> None:
+    _scope, key, form = await setup_form(conn, routes=2)
+    receipt = await _submit(
+        services,
+        form,
+        json={"email": "a@example.com"},
+        headers={"Idempotency-Key": "erase-me"},
+    )
+    sent = (await rows(conn, "SELECT id FROM deliveries ORDER BY id"))[0]["id"]
+    await conn.execute(
+        "UPDATE deliveries SET status = 'sent', attempts = 1, sent_at = now() WHERE id = %s",
+        (sent,),
+    )
+    async with api_client(services, key) as api:
+        erased = await api.post(f"/v1/submissions/{receipt}/erase")
+        twice = await api.post(f"/v1/submissions/{receipt}/erase")
+        missing = await api.post("/v1/submissions/sub_01jexampleexampleexample00/erase")
+    assert erased.status_code == 200 and twice.status_code == 200
+    body = erased.json()
+    assert body["values"] is None and body["values_state"] == "erased"
+    assert sorted(d["status"] for d in body["deliveries"]) == ["sent", "skipped"]
+    assert all(d["target"] is None for d in body["deliveries"])
+    assert missing.status_code == 404
+    stored = await rows(
+        conn, 'SELECT "values", erased_at, erase_reason, idempotency_key FROM submissions'
+    )
+    assert stored[0]["values"] is None and stored[0]["erase_reason"] == "requested"
+    assert stored[0]["idempotency_key"] == "erase-me"
+    deliveries = await rows(conn, "SELECT status, reason, payload FROM deliveries ORDER BY id")
+    assert [(d["status"], d["reason"]) for d in deliveries] == [
+        ("sent", None),
+        ("skipped", "values_erased"),
+    ]
+    for delivery in deliveries:
+        assert delivery["payload"]["values"] is None
+        assert "a@example.com" not in str(delivery["payload"])
+        assert delivery["payload"]["receipt"] == receipt
+    events = await rows(conn, "SELECT type FROM events WHERE type = 'submission.erased'")
+    assert len(events) == 1
+    # The receipt and the idempotency record stay: a repeat is still recognised.
+    async with submit_client(services) as client:
+        again = await client.post(
+            f"/s/{form}",
+            json={"email": "a@example.com"},
+            headers={"Idempotency-Key": "erase-me"},
+        )
+    assert again.status_code == 200
+    assert again.json() == {"receipt": receipt, "status": "received", "duplicate": True}
+
+
+async def test_submissions__export_csv_streams_formula_safe_cells(
+    services: Services, conn: Conn
+) -> None:
+    _scope, key, form = await setup_form(conn, rate_limit_max=100)
+    _s2, other_key, _f2 = await setup_form(conn)
+    first = await _submit(services, form, data={"name": "Ada", "note": "=HYPERLINK(1)"})
+    second = await _submit(
+        services, form, json={"name": "+Bob", "tags": ["a", "b"], "ok": True, "n": -3}
+    )
+    async with api_client(services, key) as api:
+        response = await api.get("/v1/submissions/export.csv", params={"form": form})
+    async with api_client(services, other_key) as api:
+        foreign = await api.get("/v1/submissions/export.csv", params={"form": form})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/csv; charset=utf-8"
+    assert response.headers["content-disposition"] == f'attachment; filename="{form}.csv"'
+    table = list(csv.reader(io.StringIO(response.text)))
+    # One column per field seen, in order of first appearance.
+    assert table[0] == [
+        *("receipt", "received_at", "status", "reason", "flags"),
+        *("name", "note", "n", "ok", "tags"),
+    ]
+    header = table[0]
+    by_receipt = {row[0]: dict(zip(header, row, strict=True)) for row in table[1:]}
+    assert by_receipt[first]["note"] == "'=HYPERLINK(1)"
+    assert by_receipt[second]["name"] == "'+Bob"
+    assert by_receipt[second]["tags"] == "a; b"
+    assert by_receipt[second]["ok"] == "true"
+    assert by_receipt[second]["n"] == "'-3"
+    assert foreign.status_code == 404
+
+
+async def test_events__ascending_after_an_id(services: Services, conn: Conn) -> None:
+    _scope, key, form = await setup_form(conn)
+    _s2, _k2, other_form = await setup_form(conn)
+    receipts = [await _submit(services, form, data={"n": str(n)}) for n in range(3)]
+    await _submit(services, other_form, data={"n": "elsewhere"})
+    async with api_client(services, key) as api:
+        everything = (await api.get("/v1/events")).json()["data"]
+        later = await api.get("/v1/events", params={"after": everything[0]["id"], "limit": 1})
+    assert [e["subject"] for e in everything] == receipts
+    assert [e["type"] for e in everything] == ["submission.received"] * 3
+    assert everything[0]["data"]["status"] == "accepted"
+    assert [e["id"] for e in everything] == sorted(e["id"] for e in everything)
+    page = later.json()
+    assert [e["subject"] for e in page["data"]] == [receipts[1]]
+    assert page["next_cursor"] == str(page["data"][0]["id"])
+
+
+async def test_submissions__openapi_lists_the_routes(services: Services) -> None:
+    from openapi_spec_validator import validate
+
+    async with api_client(services, "pb_none") as api:
+        spec = (await api.get("/v1/openapi.json")).json()
+    validate(spec)
+    assert {
+        "/v1/submissions",
+        "/v1/submissions/export.csv",
+        "/v1/submissions/{submission_id}",
+        "/v1/submissions/{submission_id}/erase",
+        "/v1/submissions/{submission_id}/attachments/{attachment_id}",
+        "/v1/events",
+    } <= set(spec["paths"])

@@ -1,0 +1,468 @@
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.intake.attachments import sniff
+from core.platform.db import Conn
+from core.platform.errors import NotFound
+from core.platform.storage import storage_for
+from tests.support.submit import api_client, built_services, rows, setup_form, submit_client
+
+JSON_ACCEPT = {"Accept": "application/json"}
+
+
+# --- real sample bytes ------------------------------------------------------------------------
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png() -> bytes:
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", pixels)
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def jpeg() -> bytes:
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    return b"\xff\xd8" + app0 + b"\xff\xdb\x00\x43\x00" + bytes(range(64)) + b"\xff\xd9"
+
+
+def gif() -> bytes:
+    return (
+        b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
+        b"!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+    )
+
+
+def webp() -> bytes:
+    vp8l = b"\x2f\x00\x00\x00\x00\x07\x10\x11\x11\x88\x88\xfe\x07\x00"
+    chunk = b"VP8L" + struct.pack("<I", len(vp8l)) + vp8l
+    return b"RIFF" + struct.pack("<I", 4 + len(chunk)) + b"WEBP" + chunk
+
+
+def avif() -> bytes:
+    ftyp = b"ftypavif" + b"\x00\x00\x00\x00" + b"avifmif1miaf"
+    return struct.pack(">I", 4 + len(ftyp)) + ftyp + b"\x00\x00\x00\x08mdat"
+
+
+def pdf() -> bytes:
+    return (
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+        b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+    )
+
+
+def office(part: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        archive.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships/>')
+        archive.writestr(f"{part}/document.xml", '<?xml version="1.0"?><doc/>')
+    return buffer.getvalue()
+
+
+def opendocument(mime: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("mimetype", mime, compress_type=zipfile.ZIP_STORED)
+        archive.writestr("content.xml", '<?xml version="1.0"?><office:document-content/>')
+        archive.writestr("META-INF/manifest.xml", '<?xml version="1.0"?><manifest/>')
+    return buffer.getvalue()
+
+
+def elf() -> bytes:
+    return b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"\x02\x00\x3e\x00" + b"\x00" * 100
+
+
+SAMPLES: list[tuple[str, bytes, str]] = [
+    ("pic.png", png(), "image/png"),
+    ("pic.jpg", jpeg(), "image/jpeg"),
+    ("pic.gif", gif(), "image/gif"),
+    ("pic.webp", webp(), "image/webp"),
+    ("pic.avif", avif(), "image/avif"),
+    ("doc.pdf", pdf(), "application/pdf"),
+    (
+        "doc.docx",
+        office("word"),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ),
+    (
+        "sheet.xlsx",
+        office("xl"),
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ),
+    (
+        "slides.pptx",
+        office("ppt"),
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ),
+    (
+        "doc.odt",
+        opendocument("application/vnd.oasis.opendocument.text"),
+        "application/vnd.oasis.opendocument.text",
+    ),
+    (
+        "sheet.ods",
+        opendocument("application/vnd.oasis.opendocument.spreadsheet"),
+        "application/vnd.oasis.opendocument.spreadsheet",
+    ),
+    (
+        "slides.odp",
+        opendocument("application/vnd.oasis.opendocument.presentation"),
+        "application/vnd.oasis.opendocument.presentation",
+    ),
+    ("doc.rtf", b"{\\rtf1\\ansi\\deff0 Hello \\b world\\b0.}", "application/rtf"),
+    ("notes.txt", "Grüße, hello\n".encode(), "text/plain"),
+    ("data.csv", b"name,email\nAda,ada@example.com\n", "text/csv"),
+]
+
+ALL_TYPES = [name[name.rindex(".") :] for name, _data, _mime in SAMPLES]
+
+
+# --- sniffing, without a database -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "data", "mime"), SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_sniff__supported_formats(tmp_path: Path, name: str, data: bytes, mime: str) -> None:
+    path = tmp_path / "upload"
+    path.write_bytes(data)
+    assert sniff(path, name) == mime
+
+
+@pytest.mark.parametrize(
+    "data",
+    [elf(), b"MZ\x90\x00" + b"\x00" * 60, b"\x00\x01binary\x00", b"\xff\xfe\xfa invalid utf-8"],
+)
+def test_sniff__unsupported_bytes(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "upload"
+    path.write_bytes(data)
+    assert sniff(path, "file.pdf") is None
+
+
+def test_sniff__zip_without_office_content_is_unsupported(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("word/document.xml", "<doc/>")  # no [Content_Types].xml
+    path = tmp_path / "upload"
+    path.write_bytes(buffer.getvalue())
+    assert sniff(path, "doc.docx") is None
+
+
+# --- through HTTP, for both stores --------------------------------------------------------------
+
+
+@pytest.fixture(params=["file", "s3"])
+def storage_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "file":
+        yield f"file://{tmp_path / 'store'}"
+        return
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        import boto3
+
+        bucket = f"postbag-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        yield f"s3://{bucket}/attachments"
+
+
+def _object_exists(storage_url: str, key: str) -> bool:
+    if storage_url.startswith("file://"):
+        return (Path(storage_url.removeprefix("file://")) / key).exists()
+    import boto3
+
+    bucket, prefix = storage_url.removeprefix("s3://").split("/", 1)
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{key}")
+    return int(listed.get("KeyCount", 0)) > 0
+
+
+async def test_attachments__stored_privately_downloaded_and_erased(
+    db_url: str, tmp_path: Path, conn: Conn, storage_url: str
+) -> None:
+    _scope, key, form = await setup_form(
+        conn,
+        file_fields={
+            "cv": {"types": [".pdf", ".docx"], "max_files": 1, "required": True},
+            "photos": {"types": ["image/png", "image/jpeg"], "max_files": 2},
+        },
+    )
+    files: list[tuple[str, tuple[str, bytes, str]]] = [
+        ("cv", ("My CV.pdf", pdf(), "application/octet-stream")),
+        ("photos", ("a.png", png(), "image/png")),
+        ("photos", ("b.jpg", jpeg(), "image/jpeg")),
+    ]
+    async with built_services(db_url, tmp_path, storage_url=storage_url) as services:
+        async with submit_client(services) as client:
+            response = await client.post(
+                f"/s/{form}", data={"name": "Ada"}, files=files, headers=JSON_ACCEPT
+            )
+        assert response.status_code == 201, response.text
+        receipt = response.json()["receipt"]
+        stored = await rows(
+            conn, "SELECT id, field, name, content_type, size, storage_key FROM attachments"
+        )
+        assert sorted((a["field"], a["name"], a["content_type"]) for a in stored) == [
+            ("cv", "My CV.pdf", "application/pdf"),
+            ("photos", "a.png", "image/png"),
+            ("photos", "b.jpg", "image/jpeg"),
+        ]
+        for attachment in stored:
+            assert str(attachment["storage_key"]).split("/")[1] == receipt
+            assert _object_exists(storage_url, str(attachment["storage_key"]))
+        objects = await rows(conn, "SELECT submission_id FROM stored_objects")
+        assert objects == [{"submission_id": receipt}] * 3
+        if storage_url.startswith("s3://"):
+            import boto3
+
+            bucket, prefix = storage_url.removeprefix("s3://").split("/", 1)
+            head = boto3.client("s3").head_object(
+                Bucket=bucket, Key=f"{prefix}/{stored[0]['storage_key']}"
+            )
+            assert head["ServerSideEncryption"] == "AES256"
+        payload = (await rows(conn, "SELECT payload FROM deliveries"))[0]["payload"]
+        assert payload["values"] == {"name": "Ada"}
+        assert sorted(f["name"] for f in payload["attachments"]["photos"]) == ["a.png", "b.jpg"]
+        assert payload["attachments"]["cv"][0]["type"] == "application/pdf"
+
+        cv = next(a for a in stored if a["field"] == "cv")
+        async with api_client(services, key) as api:
+            detail = (await api.get(f"/v1/submissions/{receipt}")).json()
+            assert len(detail["attachments"]) == 3
+            download = await api.get(f"/v1/submissions/{receipt}/attachments/{cv['id']}")
+            assert download.status_code == 200
+            assert download.content == pdf()
+            assert download.headers["content-type"] == "application/pdf"
+            assert download.headers["content-disposition"] == (
+                "attachment; filename*=UTF-8''My%20CV.pdf"
+            )
+            erased = await api.post(f"/v1/submissions/{receipt}/erase")
+            assert erased.status_code == 200
+            assert erased.json()["values"] is None and erased.json()["attachments"] == []
+            again = await api.get(f"/v1/submissions/{receipt}/attachments/{cv['id']}")
+            assert again.status_code == 409
+            assert again.json()["code"] == "values_erased"
+        for attachment in stored:
+            assert not _object_exists(storage_url, str(attachment["storage_key"]))
+        deleted = await rows(conn, "SELECT deleted_at IS NOT NULL AS gone FROM stored_objects")
+        assert deleted == [{"gone": True}] * 3
+        assert await rows(conn, "SELECT id FROM attachments") == []
+
+
+def _multipart(field: str, name: str, data: bytes) -> list[tuple[str, tuple[str, bytes, str]]]:
+    return [(field, (name, data, "application/octet-stream"))]
+
+
+@pytest.mark.parametrize(("name", "data", "mime"), SAMPLES, ids=[s[0] for s in SAMPLES])
+async def test_attachments__every_supported_format_is_accepted(
+    db_url: str,
+    tmp_path: Path,
+    conn: Conn,
+    storage_url: str,
+    name: str,
+    data: bytes,
+    mime: str,
+) -> None:
+    _scope, key, form = await setup_form(conn, file_fields={"file": {"types": ALL_TYPES}})
+    async with built_services(db_url, tmp_path, storage_url=storage_url) as services:
+        async with submit_client(services) as client:
+            response = await client.post(
+                f"/s/{form}", files=_multipart("file", name, data), headers=JSON_ACCEPT
+            )
+        assert response.status_code == 201, response.text
+        stored = await rows(conn, "SELECT id, content_type, size FROM attachments")
+        assert [(a["content_type"], a["size"]) for a in stored] == [(mime, len(data))]
+        receipt = response.json()["receipt"]
+        async with api_client(services, key) as api:
+            download = await api.get(f"/v1/submissions/{receipt}/attachments/{stored[0]['id']}")
+        assert download.content == data
+        assert download.headers["content-type"].split(";")[0] == mime
+
+
+async def test_storage__put_read_delete(tmp_path: Path, storage_url: str) -> None:
+    store = storage_for(storage_url)
+    source = tmp_path / "source"
+    source.write_bytes(b"z" * 200_000)
+    await store.put("org_x/sub_y/att_z", source, content_type="text/plain")
+    assert b"".join([chunk async for chunk in store.read("org_x/sub_y/att_z")]) == b"z" * 200_000
+    await store.delete("org_x/sub_y/att_z")
+    await store.delete("org_x/sub_y/att_z")  # deleting twice is fine
+    with pytest.raises(NotFound):
+        async for _chunk in store.read("org_x/sub_y/att_z"):
+            pass
+
+
+def _errors(response: Any) -> list[dict[str, str]]:
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["code"] == "invalid_attachment"
+    return list(body["errors"])
+
+
+@pytest.mark.parametrize(
+    ("files", "rules", "expected"),
+    [
+        (
+            [("cv", ("cv.pdf", elf(), "application/pdf"))],
+            {"cv": {"types": [".pdf"]}},
+            [{"field": "cv", "message": "cv.pdf: not a supported file type"}],
+        ),
+        (
+            [("cv", ("cv.pdf", png(), "application/pdf"))],
+            {"cv": {"types": [".pdf", ".png"]}},
+            [{"field": "cv", "message": "cv.pdf: the content is image/png, not a .pdf file"}],
+        ),
+        (
+            [("cv", ("cv.png", png(), "image/png"))],
+            {"cv": {"types": [".pdf"]}},
+            [{"field": "cv", "message": "cv.png: image/png is not allowed here"}],
+        ),
+        (
+            [("cv", ("cv.pdf", b"", "application/pdf"))],
+            {"cv": {"types": [".pdf"]}},
+            [{"field": "cv", "message": "cv.pdf: the file is empty"}],
+        ),
+        (
+            [("cv", ("cv.txt", b"a" * 2048, "text/plain"))],
+            {"cv": {"types": [".txt"], "max_bytes": 1024}},
+            [{"field": "cv", "message": "cv.txt: larger than 0.000976562 MiB"}],
+        ),
+        (
+            [("cv", ("a.pdf", pdf(), "application/pdf")), ("cv", ("b.pdf", pdf(), "x/y"))],
+            {"cv": {"types": [".pdf"]}},
+            [{"field": "cv", "message": "at most 1 file(s)"}],
+        ),
+        (
+            [("other", ("a.pdf", pdf(), "application/pdf"))],
+            {"cv": {"types": [".pdf"], "required": True}},
+            [
+                {"field": "other", "message": "this field does not take files"},
+                {"field": "cv", "message": "a file is required"},
+            ],
+        ),
+    ],
+    ids=["executable", "mismatched", "type", "empty", "size", "too-many", "field"],
+)
+async def test_attachments__refusals_are_422_per_field_and_store_nothing(
+    db_url: str,
+    tmp_path: Path,
+    conn: Conn,
+    files: list[tuple[str, tuple[str, bytes, str]]],
+    rules: dict[str, Any],
+    expected: list[dict[str, str]],
+) -> None:
+    _scope, _key, form = await setup_form(conn, file_fields=rules)
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        response = await client.post(f"/s/{form}", files=files, headers=JSON_ACCEPT)
+    assert _errors(response) == expected
+    assert await rows(conn, "SELECT id FROM submissions") == []
+    assert await rows(conn, "SELECT storage_key FROM stored_objects") == []
+
+
+async def test_attachments__over_5_mib_and_submission_totals(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    rules = {f"f{n}": {"types": [".txt"]} for n in range(6)}
+    _scope, _key, form = await setup_form(conn, file_fields=rules)
+    big = b"a" * (5 * 1024 * 1024 + 1)
+    two_mib = b"b" * (2 * 1024 * 1024)
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        over = await client.post(
+            f"/s/{form}", files=_multipart("f0", "big.txt", big), headers=JSON_ACCEPT
+        )
+        six = await client.post(
+            f"/s/{form}",
+            files=[(f"f{n}", (f"{n}.txt", b"x", "text/plain")) for n in range(6)],
+            headers=JSON_ACCEPT,
+        )
+        total = await client.post(
+            f"/s/{form}",
+            files=[(f"f{n}", (f"{n}.txt", two_mib, "text/plain")) for n in range(5)]
+            + [("f5", ("5.txt", b"c" * 1024, "text/plain"))],
+            headers=JSON_ACCEPT,
+        )
+    assert _errors(over) == [{"field": "f0", "message": "big.txt: larger than 5 MiB"}]
+    assert _errors(six) == [{"field": "_files", "message": "at most 5 files per submission"}]
+    assert {"field": "_files", "message": "at most 10 MiB of files per submission"} in _errors(
+        total
+    )
+    assert await rows(conn, "SELECT id FROM submissions") == []
+
+
+async def test_attachments__empty_file_input_is_no_file(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        # What a browser sends for a file input left empty.
+        body = (
+            b'--B\r\nContent-Disposition: form-data; name="name"\r\n\r\nAda\r\n'
+            b'--B\r\nContent-Disposition: form-data; name="cv"; filename=""\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n\r\n--B--\r\n"
+        )
+        response = await client.post(
+            f"/s/{form}",
+            content=body,
+            headers={"Content-Type": "multipart/form-data; boundary=B", **JSON_ACCEPT},
+        )
+    assert response.status_code == 201
+    assert await rows(conn, 'SELECT "values" FROM submissions') == [{"values": {"name": "Ada"}}]
+
+
+def test_storage_for__file_urls(tmp_path: Path) -> None:
+    store = storage_for(f"file://{tmp_path}/x")
+    assert store is storage_for(f"file://{tmp_path}/x")
+
+
+async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
+    headers = {**JSON_ACCEPT, "Idempotency-Key": "with-file"}
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        files = _multipart("cv", "cv.pdf", pdf())
+        first = await client.post(f"/s/{form}", files=files, headers=headers)
+        await conn.execute("UPDATE forms SET accepting = false WHERE id = %s", (form,))
+        again = await client.post(f"/s/{form}", files=files, headers=headers)
+        other = await client.post(
+            f"/s/{form}", files=_multipart("cv", "cv.pdf", pdf() + b"\n"), headers=headers
+        )
+    assert first.status_code == 201
+    assert again.status_code == 200 and again.json()["receipt"] == first.json()["receipt"]
+    assert other.status_code == 409
+    assert len(await rows(conn, "SELECT id FROM attachments")) == 1

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.owner.organizations import authenticate
+from core.platform.db import Conn
+from tests.conftest import TEST_SECRET_KEY, make_org, subprocess_env
+from tests.support.peers import receiver
+from tests.support.submit import create_destination, create_form, create_route, rows
+
+
+def postbag(
+    *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "local.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+async def _all_text(conn: Conn) -> str:
+    cur = await conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+    )
+    dumps = []
+    for row in await cur.fetchall():
+        rows = await (
+            await conn.execute(f'SELECT t::text AS line FROM "{row["table_name"]}" t')
+        ).fetchall()
+        dumps.extend(r["line"] for r in rows)
+    return "\n".join(dumps)
+
+
+async def test_create_org__prints_a_key_that_authenticates_and_is_not_stored(
+    db_url: str, conn: Conn
+) -> None:
+    result = postbag(
+        "create-org",
+        "--name",
+        "Acme",
+        "--plan",
+        "pro",
+        "--json",
+        env=subprocess_env(POSTBAG_DATABASE_URL=db_url),
+    )
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert set(printed) == {"organization_id", "api_key"}
+    scope = await authenticate(conn, printed["api_key"])
+    assert scope.organization_id == printed["organization_id"]
+    plan = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
+    assert plan == {"plan": "pro"}
+    stored = await _all_text(conn)
+    assert printed["api_key"] not in stored
+    assert printed["api_key"][len("pb_") :] not in stored
+    assert printed["api_key"] not in result.stderr
+
+
+async def test_set_plan__changes_the_plan_and_refuses_unknown_orgs(db_url: str, conn: Conn) -> None:
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
+    created = json.loads(postbag("create-org", "--name", "A", "--json", env=env).stdout)
+    assert postbag("set-plan", created["organization_id"], "team", env=env).returncode == 0
+    row = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
+    assert row == {"plan": "team"}
+    missing = postbag("set-plan", "org_0000000000000000000000000", "team", env=env)
+    assert missing.returncode == 1
+    assert "no organization" in missing.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_dev(workdir: Path, port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "local.cli", "dev", "--port", str(port)],
+        cwd=workdir,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_healthy(proc: subprocess.Popen[str], port: int) -> httpx.Response:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+        except httpx.TransportError:
+            time.sleep(0.3)
+    raise AssertionError("postbag dev did not answer /health in time")
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    return out
+
+
+@pytest.mark.slow
+def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
+    tmp_path: Path,
+) -> None:
+    os.chmod(tmp_path, 0o755)
+    port = _free_port()
+    first = _start_dev(tmp_path, port)
+    try:
+        response = _wait_healthy(first, port)
+    finally:
+        out = _stop(first)
+    assert response.status_code == 200
+    assert response.json()["database"] is True
+    assert "API key (shown once): pb_" in out
+    assert (tmp_path / ".postbag" / "pg" / "PG_VERSION").exists()
+
+    second = _start_dev(tmp_path, port)
+    try:
+        again = _wait_healthy(second, port)
+        v1 = httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=5)
+    finally:
+        out = _stop(second)
+    assert again.status_code == 200
+    assert v1.status_code == 200
+    assert "API key" not in out  # same data: the local organization already exists
+
+
+async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(
+    db_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    scope, _key = await make_org(conn)
+    form = await create_form(conn, scope)
+    with receiver() as peer:
+        hook = await create_destination(conn, scope, config={"url": peer.url + "/hook"})
+        await create_route(conn, scope, form, hook)
+        env = subprocess_env(
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",  # the receiver is on loopback
+        )
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "local.cli", "dev", "--no-ticks", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert _wait_healthy(proc, port).status_code == 200
+            posted = httpx.post(
+                f"http://127.0.0.1:{port}/s/{form}",
+                data={"name": "Ada"},
+                headers={"Accept": "application/json"},
+                timeout=10,
+            )
+            time.sleep(1.5)  # a runner with ticks would have delivered at once (LISTEN)
+            pending = await rows(conn, "SELECT status FROM deliveries")
+        finally:
+            out = _stop(proc)
+        assert posted.status_code == 201
+        assert "Ticks are off" in out
+        assert pending == [{"status": "pending"}] and peer.requests == []
+        ticked = postbag("tick", "deliver", env=env)
+        assert ticked.returncode == 0, ticked.stderr
+    assert await rows(conn, "SELECT status FROM deliveries") == [{"status": "sent"}]
+    assert [json.loads(r.body)["receipt"] for r in peer.requests] == [posted.json()["receipt"]]

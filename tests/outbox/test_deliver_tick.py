@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from datetime import timedelta
+
+import pytest
+
+from core.platform.db import Conn
+from core.platform.services import Services, utcnow
+from local.runner import cron_loop, listen
+from tests.conftest import TEST_SECRET_KEY, subprocess_env
+from tests.local.test_cli import postbag
+from tests.support.lambdas import FakeContext, invoke, load_event
+from tests.support.outbox import (
+    close_http,  # noqa: F401
+    delivery,
+    make_delivery,
+    make_destination,
+    make_tenant,
+)
+from tests.support.peers import hang, receiver
+
+
+async def test_deliver_tick_handler__one_pass_on_a_scheduled_event(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with receiver() as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        # The pass runs in the handler's own thread and loop; the receiver answers meanwhile.
+        results = await asyncio.to_thread(
+            invoke,
+            "deliver_tick",
+            [load_event("eventbridge_scheduled.json"), load_event("eventbridge_scheduled.json")],
+            FakeContext(remaining_ms=20_000),
+            monkeypatch,
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+        )
+    first, warm = results
+    assert (first["claimed"], first["sent"]) == (1, 1)
+    assert warm.get("claimed", 0) == 0
+    assert len(peer.requests) == 1
+    assert (await delivery(conn, dlv))["status"] == "sent"
+    cur = await conn.execute("SELECT tick, last_pass FROM worker_heartbeats")
+    [beat] = await cur.fetchall()
+    assert beat["tick"] == "deliver"
+
+
+async def test_cli_tick__runs_one_deliver_pass(db_url: str, conn: Conn) -> None:
+    with receiver() as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_ALLOW_PRIVATE_TARGETS="true")
+        result = await asyncio.to_thread(postbag, "tick", "deliver", "--budget", "5", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["sent"] == 1
+    assert (await delivery(conn, dlv))["status"] == "sent"
+    unknown = await asyncio.to_thread(postbag, "tick", "nope", env=env)
+    assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
+
+
+async def test_listen__a_notification_wakes_the_worker(db_url: str, conn: Conn) -> None:
+    wake = asyncio.Event()
+    task = asyncio.create_task(listen(db_url, wake))
+    try:
+        await asyncio.wait_for(wake.wait(), 5)  # set once listening
+        wake.clear()
+        await conn.execute("SELECT pg_notify('postbag_deliveries', 'dlv_x')")
+        await asyncio.wait_for(wake.wait(), 5)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_cron_loop__delivers_on_notify_before_the_tick(
+    services: Services, conn: Conn
+) -> None:
+    with receiver() as peer:
+        loop_task = asyncio.create_task(cron_loop(services))
+        try:
+            await asyncio.sleep(0.5)  # the first (empty) pass has run
+            tenant = await make_tenant(conn)
+            dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+            _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+            started = time.monotonic()
+            await conn.execute("SELECT pg_notify('postbag_deliveries', %(id)s)", {"id": dlv})
+            while not peer.requests and time.monotonic() - started < 10:
+                await asyncio.sleep(0.05)
+            elapsed = time.monotonic() - started
+        finally:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+    assert peer.requests, "not delivered"
+    assert elapsed < 5  # far sooner than the 15 s tick
+
+
+async def test_deliver_tick_handler__stops_in_time_with_3_seconds_left(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The receiver holds every request for 8 s; the invocation has 3 s left.
+    with receiver(hang(8)) as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        started = time.monotonic()
+        [result] = await asyncio.to_thread(
+            invoke,
+            "deliver_tick",
+            [load_event("eventbridge_scheduled.json")],
+            FakeContext(remaining_ms=3_000),
+            monkeypatch,
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+        )
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.0, elapsed
+    assert (result["claimed"], result["given_back"]) == (1, 1)
+    row = await delivery(conn, dlv)
+    # Given back at once, attempt unspent: not left `sending` for its lease to run out.
+    assert (row["status"], row["attempts"], row["claimed_until"]) == ("pending", 0, None)
+    stranded = await conn.execute(
+        "SELECT count(*) AS n FROM deliveries WHERE status = 'sending'"
+        " AND (claimed_until IS NULL OR claim_token IS NULL)"
+    )
+    assert await stranded.fetchone() == {"n": 0}
+
+
+async def test_deliver_tick_handler__loops_for_a_shorter_cadence(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with receiver() as peer:
+        tenant = await make_tenant(conn)
+        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        # Due a moment after the invocation starts: only a later pass of the loop sends it.
+        _, dlv = await make_delivery(
+            conn,
+            tenant,
+            dst,
+            rte,
+            target={"url": peer.url},
+            next_attempt_at=utcnow() + timedelta(seconds=1.5),
+        )
+        [result] = await asyncio.to_thread(
+            invoke,
+            "deliver_tick",
+            [load_event("eventbridge_scheduled.json")],
+            FakeContext(remaining_ms=30_000),
+            monkeypatch,
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+            POSTBAG_DELIVER_LOOP_SECONDS="4",
+        )
+    assert result["passes"] >= 2
+    assert result["sent"] == 1
+    assert (await delivery(conn, dlv))["status"] == "sent"

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from core.http.api_app import create_api_app
+from core.http.submit_app import create_submit_app
+from core.platform.db import Conn
+from core.platform.services import Services
+from core.platform.settings import load_settings
+from tests.support.seed import seed_organization
+
+
+def _client(services: Services, *, api: bool = False) -> httpx.AsyncClient:
+    app = create_api_app(services) if api else create_submit_app(services)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_health__ok_on_an_idle_database(services: Services) -> None:
+    for api in (False, True):
+        async with _client(services, api=api) as client:
+            response = await client.get("/health")
+        assert response.status_code == 200
+        assert response.json()["status"] == "ok"
+
+
+async def test_health__503_when_a_due_delivery_waits_too_long(
+    services: Services, conn: Conn
+) -> None:
+    ids = await seed_organization(conn)
+    await conn.execute(
+        "UPDATE deliveries SET next_attempt_at = %(at)s WHERE id = %(id)s",
+        {"at": datetime.now(UTC) - timedelta(minutes=20), "id": ids["dlv"]},
+    )
+    async with _client(services) as client:
+        response = await client.get("/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unhealthy"
+    assert body["oldest_due_delivery_age_seconds"] > 1000
+
+
+async def test_health__503_when_the_database_is_unreachable() -> None:
+    settings = load_settings(
+        database_url="postgresql://postgres@127.0.0.1:1/postgres", db_connect_timeout=1
+    )
+    services = Services.from_settings(settings)
+    try:
+        async with _client(services) as client:
+            response = await client.get("/health")
+    finally:
+        await services.db.close()
+    assert response.status_code == 503
+    assert response.json()["database"] is False

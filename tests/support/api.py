@@ -1,0 +1,109 @@
+"""Helpers for the management API tests: a client on the app, and organizations with keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastapi.routing
+import httpx
+from fastapi import FastAPI
+
+from core.http.api_app import create_api_app
+from core.platform.db import Conn
+from core.platform.scope import OrgScope
+from core.platform.services import Services
+from tests.conftest import make_org
+
+WEBHOOK = {"type": "webhook", "name": "Hook", "config": {"url": "https://example.com/hook"}}
+EMAIL = {"type": "email", "name": "Inbox", "config": {"to": ["owner@example.com"]}}
+TELEGRAM_TOKEN = "123456789:AAH-telegram-bot-token-0123456789"
+TELEGRAM = {
+    "type": "telegram",
+    "name": "Chat",
+    "config": {"chat_id": "-1001234567890"},
+    "secret": TELEGRAM_TOKEN,
+}
+
+
+def served_operations(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path) the app routes to an endpoint of its own (not the docs pages)."""
+    # FastAPI >= 0.16x wraps included routers; `iter_route_contexts` flattens them.
+    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    if iter_contexts is None:
+        routes = [(route, route) for route in app.routes]
+    else:
+        routes = [(ctx.original_route, ctx) for ctx in iter_contexts(app.routes)]
+    return sorted(
+        (method, route.path)
+        for original, route in routes
+        if isinstance(original, fastapi.routing.APIRoute)
+        for method in route.methods
+    )
+
+
+@dataclass
+class Tenant:
+    """An organization and one live API key for it."""
+
+    scope: OrgScope
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def tenant(conn: Conn, name: str = "Acme", plan: str = "free") -> Tenant:
+    scope, key = await make_org(conn, name=name, plan=plan)
+    return Tenant(scope, key)
+
+
+@dataclass
+class Recorder:
+    """Every response body the client saw, to search for secrets afterwards."""
+
+    bodies: list[str] = field(default_factory=list)
+
+    async def __call__(self, response: httpx.Response) -> None:
+        await response.aread()
+        self.bodies.append(response.text)
+
+    def text(self) -> str:
+        return "\n".join(self.bodies)
+
+
+def api_client(services: Services, recorder: Recorder | None = None) -> httpx.AsyncClient:
+    """A client for the management app, on ASGI (no network)."""
+    hooks: dict[str, list[Any]] = {"response": [recorder]} if recorder else {}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_api_app(services)),
+        base_url="http://test",
+        event_hooks=hooks,
+    )
+
+
+async def create(
+    client: httpx.AsyncClient, who: Tenant, path: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """POST `body` as `who`, expecting 201; return the created object."""
+    response = await client.post(path, json=body, headers=who.headers)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The response is an RFC 9457 problem with this status and code; return its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["code"] == code, body
+    assert body["status"] == status
+    assert {"type", "title", "detail"} <= body.keys()
+    return body
+
+
+def error_fields(body: dict[str, Any]) -> set[str]:
+    """The fields a 422 problem names."""
+    return {item["field"] for item in body.get("errors", [])}

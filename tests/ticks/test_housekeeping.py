@@ -1,0 +1,155 @@
+"""The retention tick's housekeeping: schema inference, health rollup, quota release."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from core.outbox.store import month_of
+from core.platform.db import Conn
+from core.platform.ids import new_id
+from core.platform.scope import OrgScope
+from core.platform.services import Services, utcnow
+from core.ticks.retention import run_retention
+from tests.conftest import make_org, subprocess_env
+from tests.local.test_cli import postbag
+from tests.support.outbox import make_delivery, make_destination, make_tenant
+from tests.support.submit import api_client, create_form, rows, setup_form, submit_client
+
+JSON_ACCEPT = {"Accept": "application/json"}
+
+
+async def _accepted(
+    conn: Conn, scope: OrgScope, form: str, values: list[dict[str, Any]], at: Any
+) -> None:
+    for item in values:
+        await conn.execute(
+            'INSERT INTO submissions (id, organization_id, form_id, status, "values",'
+            " payload_hash, received_at) VALUES (%(id)s, %(org)s, %(form)s, 'accepted',"
+            " %(values)s, '\\x00', %(at)s)",
+            {
+                "id": new_id("sub"),
+                "org": scope.organization_id,
+                "form": form,
+                "values": json.dumps(item),
+                "at": at,
+            },
+        )
+
+
+async def test_inference__stable_shape_one_version_new_field_version_2(
+    services: Services, conn: Conn
+) -> None:
+    scope, key = await make_org(conn)
+    form = await create_form(conn, scope, schema_mode="observe")
+    other = await create_form(conn, scope, schema_mode="off")
+    start = utcnow()
+    stable = [{"name": f"P{i}", "email": f"p{i}@example.com"} for i in range(50)]
+    await _accepted(conn, scope, form, stable, start - timedelta(minutes=10))
+    await _accepted(conn, scope, other, stable[:3], start - timedelta(minutes=10))
+
+    stats = await run_retention(services, now=start, budget=10)
+    assert stats["schemas_inferred"] == 1
+    versions = await rows(conn, "SELECT form_id, version, source, schema FROM form_schemas")
+    assert [(v["form_id"], v["version"], v["source"]) for v in versions] == [(form, 1, "inferred")]
+    schema = versions[0]["schema"]
+    assert schema["properties"] == {
+        "email": {"type": "string", "format": "email"},
+        "name": {"type": "string"},
+    }
+    assert schema["required"] == ["email", "name"]
+
+    # Nothing new, or the same shape again: nothing appended.
+    later = start + timedelta(minutes=1)
+    assert (await run_retention(services, now=later, budget=10))["schemas_inferred"] == 0
+    await _accepted(conn, scope, form, stable[:5], later)
+    later2 = later + timedelta(minutes=1)
+    assert (await run_retention(services, now=later2, budget=10))["schemas_inferred"] == 0
+
+    grown = [{**item, "phone": "+441234"} for item in stable[:20]]
+    await _accepted(conn, scope, form, grown, later2)
+    later3 = later2 + timedelta(minutes=1)
+    assert (await run_retention(services, now=later3, budget=10))["schemas_inferred"] == 1
+    [v2] = await rows(conn, "SELECT version, source, schema FROM form_schemas WHERE version = 2")
+    assert v2["source"] == "inferred" and "phone" in v2["schema"]["properties"]
+    events = await rows(
+        conn, "SELECT subject_id, data FROM events WHERE type = 'schema.inferred' ORDER BY id"
+    )
+    assert events == [
+        {"subject_id": form, "data": {"form": form, "version": 1}},
+        {"subject_id": form, "data": {"form": form, "version": 2}},
+    ]
+    async with api_client(services, key) as api:
+        listed = (await api.get(f"/v1/forms/{form}/schemas")).json()["data"]
+    assert [(s["version"], s["source"]) for s in listed] == [(1, "inferred"), (2, "inferred")]
+
+
+async def test_health_rollup__success_rate_and_p95_in_the_destination(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    dst, rte = await make_destination(conn, tenant, config={"url": "https://example.com/h"})
+    _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": "https://example.com/h"})
+    now = utcnow()
+    for n in range(20):
+        await conn.execute(
+            "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
+            " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, %(n)s,"
+            " gen_random_uuid(), %(at)s, %(ms)s, %(outcome)s)",
+            {
+                "org": tenant.org,
+                "dlv": dlv,
+                "n": n + 1,
+                "at": now - timedelta(minutes=n),
+                "ms": (n + 1) * 10,
+                "outcome": "failed" if n < 5 else "sent",
+            },
+        )
+    # Older than a day: left out.
+    await conn.execute(
+        "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
+        " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, 99, gen_random_uuid(),"
+        " %(at)s, 99999, 'failed')",
+        {"org": tenant.org, "dlv": dlv, "at": now - timedelta(hours=25)},
+    )
+    await run_retention(services, now=now, budget=10)
+    [row] = await rows(conn, "SELECT health_stats FROM destinations")
+    stats = row["health_stats"]
+    assert stats["attempts"] == 20
+    assert stats["success_rate"] == 0.75
+    assert stats["p95_duration_ms"] == 191
+    from tests.support.outbox import api_key
+
+    key = await api_key(conn, tenant)
+    async with api_client(services, key) as api:
+        body = (await api.get(f"/v1/destinations/{dst}")).json()
+    assert body["health_stats"]["success_rate"] == 0.75
+
+
+async def test_quota__over_quota_deliveries_held_then_released_after_set_plan(
+    services: Services, conn: Conn, db_url: str
+) -> None:
+    scope, _key, form = await setup_form(conn, plan="free")
+    now = utcnow()
+    await conn.execute(
+        "INSERT INTO usage_counters (organization_id, month, submissions)"
+        " VALUES (%(org)s, %(month)s, 100)",
+        {"org": scope.organization_id, "month": month_of(now)},
+    )
+    async with submit_client(services) as client:
+        response = await client.post(f"/s/{form}", data={"name": "Ada"}, headers=JSON_ACCEPT)
+    assert response.status_code == 201
+    [sub] = await rows(conn, "SELECT flags FROM submissions")
+    assert sub["flags"] == ["over_quota"]
+    [dlv] = await rows(conn, "SELECT held, status FROM deliveries")
+    assert (dlv["held"], dlv["status"]) == (True, "pending")
+    assert (await run_retention(services, now=now, budget=10))["released"] == 0
+
+    result = postbag(
+        "set-plan", scope.organization_id, "pro", env=subprocess_env(POSTBAG_DATABASE_URL=db_url)
+    )
+    assert result.returncode == 0, result.stderr
+    assert (await run_retention(services, now=now, budget=10))["released"] == 1
+    [dlv] = await rows(conn, "SELECT held, status FROM deliveries")
+    assert (dlv["held"], dlv["status"]) == (False, "pending")

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from core.outbox.backoff import (
+    MAX_DELAY,
+    Verdict,
+    backoff_delay,
+    classify_status,
+    next_attempt_at,
+    parse_retry_after,
+    probe_window,
+    retry_delay,
+)
+
+NOW = datetime(2026, 10, 13, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("status", "verdict"),
+    [
+        (200, Verdict.SENT),
+        (204, Verdict.SENT),
+        (299, Verdict.SENT),
+        (301, Verdict.DEAD),
+        (302, Verdict.DEAD),
+        (304, Verdict.DEAD),
+        (400, Verdict.DEAD),
+        (401, Verdict.DEAD),
+        (404, Verdict.DEAD),
+        (410, Verdict.DEAD),
+        (408, Verdict.RETRY),
+        (429, Verdict.RETRY),
+        (500, Verdict.RETRY),
+        (503, Verdict.RETRY),
+        (599, Verdict.RETRY),
+        (100, Verdict.DEAD),
+    ],
+)
+def test_classify_status(status: int, verdict: Verdict) -> None:
+    assert classify_status(status) is verdict
+
+
+@pytest.mark.parametrize(
+    ("attempts", "base"),
+    [(0, 30), (1, 60), (2, 120), (5, 960), (9, 15360), (10, MAX_DELAY), (60, MAX_DELAY)],
+)
+def test_backoff_delay__doubles_to_six_hours_with_jitter(attempts: int, base: float) -> None:
+    rng = random.Random(7)
+    delays = [backoff_delay(attempts, rng=rng) for _ in range(500)]
+    assert min(delays) >= base * 0.8
+    assert max(delays) <= base * 1.2
+    assert max(delays) - min(delays) > base * 0.3  # the jitter spreads retries
+
+
+def test_backoff_delay__extremes_of_the_jitter() -> None:
+    class Edge(random.Random):
+        def __init__(self, value: float) -> None:
+            super().__init__()
+            self.value = value
+
+        def uniform(self, a: float, b: float) -> float:
+            return a if self.value < 0 else b
+
+    assert backoff_delay(1, rng=Edge(-1)) == pytest.approx(48)
+    assert backoff_delay(1, rng=Edge(1)) == pytest.approx(72)
+
+
+def test_retry_delay__retry_after_lengthens_never_shortens_capped() -> None:
+    rng = random.Random(1)
+    assert retry_delay(1, 3600, rng=rng) == 3600
+    assert 48 <= retry_delay(1, 5, rng=rng) <= 72
+    assert retry_delay(1, 10 * 3600, rng=rng) == MAX_DELAY
+    assert retry_delay(20, None, rng=rng) <= MAX_DELAY
+
+
+def test_next_attempt_at() -> None:
+    due = next_attempt_at(NOW, 2, None, rng=random.Random(3))
+    assert NOW + timedelta(seconds=96) <= due <= NOW + timedelta(seconds=144)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("120", 120.0),
+        (" 0 ", 0.0),
+        ("99999999", MAX_DELAY),
+        (format_datetime(NOW + timedelta(minutes=5), usegmt=True), 300.0),
+        (format_datetime(NOW + timedelta(days=2), usegmt=True), MAX_DELAY),
+        (format_datetime(NOW - timedelta(minutes=5), usegmt=True), None),
+        ("-5", None),
+        ("1.5", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(header, now=NOW) == seconds
+
+
+def test_probe_window__grows_from_thirty_seconds() -> None:
+    assert [probe_window(n) for n in (5, 6, 7)] == [30, 60, 120]
+    assert probe_window(40) == MAX_DELAY

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import pytest
+
+from core.platform.errors import ConfigError
+from core.platform.settings import load_settings
+
+
+def test_settings__bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POSTBAG_EMAIL_PROVIDER", "pigeon")
+    with pytest.raises(ConfigError, match=r"^POSTBAG_EMAIL_PROVIDER: "):
+        load_settings()
+
+
+def test_settings__placeholder_secret_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "changeme")
+    with pytest.raises(ConfigError, match=r"^POSTBAG_SECRET_KEY: "):
+        load_settings()
+
+
+def test_settings__missing_database_url_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POSTBAG_DATABASE_URL", raising=False)
+    with pytest.raises(ConfigError, match=r"^POSTBAG_DATABASE_URL is required$"):
+        load_settings().require_database_url()
+
+
+def test_settings__environment_values_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POSTBAG_ALLOW_PRIVATE_TARGETS", "Yes")
+    monkeypatch.setenv("POSTBAG_TRUSTED_PROXIES", '["10.0.0.0/8", "192.0.2.1"]')
+    monkeypatch.setenv("POSTBAG_DB_POOL_MAX", "4")
+    monkeypatch.setenv("POSTBAG_DB_CONNECT_TIMEOUT", "2.5")
+    monkeypatch.setenv("POSTBAG_EMAIL_PROVIDER", "smtp")
+    settings = load_settings()
+    assert settings.allow_private_targets is True
+    assert settings.trusted_proxies == ["10.0.0.0/8", "192.0.2.1"]
+    assert (settings.db_pool_max, settings.db_connect_timeout) == (4, 2.5)
+    assert settings.email_provider == "smtp"
+    monkeypatch.setenv("POSTBAG_TRUSTED_PROXIES", "10.0.0.0/8, 172.16.0.0/12")
+    assert load_settings().trusted_proxies == ["10.0.0.0/8", "172.16.0.0/12"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("POSTBAG_DB_POOL_MAX", "0"),
+        ("POSTBAG_DB_POOL_MAX", "many"),
+        ("POSTBAG_DB_CONNECT_TIMEOUT", "0"),
+        ("POSTBAG_DELIVER_LOOP_SECONDS", "900"),
+        ("POSTBAG_ALLOW_PRIVATE_TARGETS", "maybe"),
+        ("POSTBAG_PUBLIC_URL", "ftp://example.com"),
+        ("POSTBAG_STORAGE_URL", "/tmp/files"),
+        ("POSTBAG_TRUSTED_PROXIES", '{"a": 1}'),
+        ("POSTBAG_LOG_LEVEL", "LOUD"),
+    ],
+)
+def test_settings__out_of_range_value_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=rf"^{variable}: "):
+        load_settings()
+
+
+def test_settings__secrets_never_show_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-" + "q" * 40
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", secret)
+    monkeypatch.setenv("POSTBAG_SMTP_URL", "smtp://user:hunter2@mail.example.com")
+    settings = load_settings()
+    assert secret not in repr(settings) and "hunter2" not in repr(settings)
+    assert settings.require_secret_key() == secret.encode()
+
+
+def test_settings__overrides_are_checked_like_the_environment() -> None:
+    with pytest.raises(ConfigError, match=r"^POSTBAG_DB_POOL_MAX: "):
+        load_settings(db_pool_max=0)
+    with pytest.raises(ConfigError, match=r"^POSTBAG_PUBLIC_URL: "):
+        load_settings().with_values(public_url="not a url")
