@@ -1,24 +1,28 @@
-"""The one interface every destination type implements (SPEC §5, "Destination adapters").
+"""The one interface every destination type implements, and the defaults most types share.
 
-Adding a type is adding one module that defines an object satisfying `Adapter` and listing
-it in `core.destinations.registry.ADAPTERS`.
+A destination type is one module in `core/destinations/` defining an object that satisfies
+`Adapter`, listed in `core.destinations.registry`. Everything about the type lives in that
+module: its `Config`, whether and how it takes a secret, its attempt limit, how its target
+is shown, whether routes may give it templates, how a digest is rendered for it, and how it
+sends. Nothing else names a type.
 
 The delivery snapshot (`deliveries.payload`, `.target`, `.template`, `.secret_version`) is
 written at submit time and read by the worker:
-- `payload`: the webhook body object of SPEC §5 (`event`, `receipt`, `form`,
-  `submitted_at`, `test`, `values`, `attachments`, `meta`); digests use `event:
-  form.digest` and their own summary fields.
-- `target`: the adapter's `target(config)` at submit time (webhook `{"url"}`, email
-  `{"to": [...]}`, telegram `{"chat_id"}`).
+- `payload`: the webhook body (`event`, `receipt`, `form`, `submitted_at`, `test`,
+  `values`, `attachments`, `meta`); a digest's is the type's `digest(summary)`.
+- `target`: the destination's stored config (`stored(config)`) at submit time (webhook
+  `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`, a chat service's redacted
+  `{"url"}`).
 - `template`: `{"subject", "text", "labels", "field_order", "form_name"}` — the route's
   `{{field}}` templates (or null for the default text), the form's labels and field order.
 - `secret_version`: the destination secret version current at submit time (webhook
-  signing secret, telegram bot token), or null.
+  signing secret, Telegram bot token, a chat service's incoming-webhook URL), or null.
 """
 
 from __future__ import annotations
 
 import builtins
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -72,6 +76,8 @@ class Result:
     happened, `excerpt` is at most 512 characters of the answer, and `retry_after` is the
     peer's requested wait in seconds, if it gave a valid one. `skip_reason` ends the
     delivery `skipped` without a send (the `log` email provider: printed, never sent).
+    `provider_error` is a service's short error code (Slack's `invalid_payload`), shown
+    after the HTTP status.
     """
 
     ok: bool
@@ -81,6 +87,7 @@ class Result:
     excerpt: str | None = None
     retry_after: float | None = None
     skip_reason: str | None = None
+    provider_error: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,17 +98,29 @@ class Result:
         if self.skip_reason:
             return self.skip_reason
         if self.http_status is not None:
-            return f"http_{self.http_status}"
+            status = f"http_{self.http_status}"
+            return f"{status}: {self.provider_error}" if self.provider_error else status
         return self.error_class or "failed"
 
 
 class Adapter(Protocol):
-    """One destination type."""
+    """One destination type.
+
+    A type takes its secret one of two ways: as the destination's separate write-only
+    `secret` (`secret_field` None; `secret_hint` says what it is, empty when the type takes
+    none), or as one of its config fields (`secret_field`, e.g. an incoming-webhook URL that
+    is itself the credential): that field is then stored as the secret and the stored
+    config keeps only its redacted form.
+    """
 
     type: ClassVar[str]
+    label: ClassVar[str]
     Config: ClassVar[builtins.type[AdapterConfig]]
     max_attempts: ClassVar[int]
     secret_required: ClassVar[bool]
+    secret_field: ClassVar[str | None]
+    secret_hint: ClassVar[str]
+    templates: ClassVar[bool]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
         """Validate `config` (raises pydantic.ValidationError)."""
@@ -111,12 +130,21 @@ class Adapter(Protocol):
         """Refuse a secret this type cannot use (raises ValueError)."""
         ...
 
+    def new_secret(self) -> str | None:
+        """A secret generated when the owner gives none (shown once), or None."""
+        ...
+
     def redact(self, config: AdapterConfig) -> dict[str, Any]:
         """What other surfaces than the owner's config read may show (submission lines, logs)."""
         ...
 
-    def target(self, config: AdapterConfig) -> dict[str, Any]:
-        """The snapshot of where a delivery goes, taken at submit time."""
+    def stored(self, config: AdapterConfig) -> dict[str, Any]:
+        """The config as stored, read back and snapshot as a delivery's target (without
+        what is the secret)."""
+        ...
+
+    def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:
+        """The payload of a digest delivery, from the digest's summary fields."""
         ...
 
     async def deliver(
@@ -130,3 +158,42 @@ class Adapter(Protocol):
     ) -> Result:
         """Send `sample` to a destination's current config now (`POST …/test`)."""
         ...
+
+
+class BaseAdapter(ABC):
+    """The defaults of a destination type; a type module overrides what differs."""
+
+    secret_field: ClassVar[str | None] = None
+    secret_hint: ClassVar[str] = ""
+    templates: ClassVar[bool] = True
+    Config: ClassVar[builtins.type[AdapterConfig]]
+
+    def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
+        return self.Config.model_validate(config, context=ctx)
+
+    def new_secret(self) -> str | None:
+        return None
+
+    def redact(self, config: AdapterConfig) -> dict[str, Any]:
+        return config.model_dump(mode="json")
+
+    def stored(self, config: AdapterConfig) -> dict[str, Any]:
+        return self.redact(config) if self.secret_field else config.model_dump(mode="json")
+
+    def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:
+        # Imported here: the message text is only needed where a digest is built.
+        from core.destinations.text import digest_message
+
+        subject, text = digest_message(summary, form_name=form_name)
+        return {**summary, "subject": subject, "text": text}
+
+    @abstractmethod
+    async def deliver(
+        self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        """Send one delivery to its snapshot `target`; never raises for a peer's failure."""
+
+    async def test(
+        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        return await self.deliver(self.stored(config), sample, ctx)

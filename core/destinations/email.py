@@ -21,8 +21,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import EmailStr, Field
 
 from core.destinations import http
-from core.destinations.base import AdapterConfig, DeliveryContext, Result, ValidationContext
-from core.destinations.channels import MAX_ATTEMPTS
+from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import message
 from core.platform.logs import log
 from core.platform.settings import Settings
@@ -43,7 +42,12 @@ _SES_RETRYABLE = frozenset(
 class EmailConfig(AdapterConfig):
     """`{"to": ["owner@example.com"]}`: one to ten recipients."""
 
-    to: list[EmailStr] = Field(min_length=1, max_length=10)
+    to: list[EmailStr] = Field(
+        title="Email recipients",
+        description="one to ten addresses",
+        min_length=1,
+        max_length=10,
+    )
 
 
 _ses_clients: dict[str, Any] = {}
@@ -114,25 +118,15 @@ def _send_smtp(url: str, sender: str, to: list[str], mail: EmailMessage, timeout
     return Result(ok=True)
 
 
-class EmailAdapter:
+class EmailAdapter(BaseAdapter):
     type: ClassVar[str] = "email"
+    label: ClassVar[str] = "Email"
     Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
-    max_attempts: ClassVar[int] = MAX_ATTEMPTS["email"]
+    max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = False
-
-    def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
-        return EmailConfig.model_validate(config, context=ctx)
 
     def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
         raise ValueError("email destinations take no secret")
-
-    def redact(self, config: AdapterConfig) -> dict[str, Any]:
-        assert isinstance(config, EmailConfig)
-        return {"to": list(config.to)}
-
-    def target(self, config: AdapterConfig) -> dict[str, Any]:
-        assert isinstance(config, EmailConfig)
-        return {"to": list(config.to)}
 
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
@@ -186,11 +180,6 @@ class EmailAdapter:
             mail,
             ctx.timeout,
         )
-
-    async def test(
-        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
-    ) -> Result:
-        return await self.deliver(self.target(config), sample, ctx)
 
 
 def _missing_setting(settings: Settings) -> str | None:

@@ -1,4 +1,8 @@
-"""Destination adapters, one module per type, looked up by `type`."""
+"""The registry of destination types: one module each, looked up by `type`.
+
+This list is the only place besides a type's own module that knows the type; `postbag
+migrate` records it in `destination_types` so the database refuses any other.
+"""
 
 from __future__ import annotations
 

@@ -36,6 +36,33 @@ _ALSO_REFUSED = tuple(
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
+MAX_URL_LENGTH = 2048
+
+
+def check_target_url(value: str, *, allow_private: bool) -> str:
+    """The rule for a URL Postbag posts to, checked when it is saved: `https://` (http too
+    when private targets are allowed), a host, no user name or password, and no literal
+    private address. Raises ValueError with the rule, never the value."""
+    if len(value) > MAX_URL_LENGTH:
+        raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
+    parts = urlsplit(value)
+    allowed = ("https", "http") if allow_private else ("https",)
+    if parts.scheme not in allowed:
+        raise ValueError("must be an https:// URL")
+    if not parts.hostname:
+        raise ValueError("must name a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not contain a user name or password")
+    if not allow_private:
+        try:
+            address = ipaddress.ip_address(parts.hostname)
+        except ValueError:
+            address = None
+        if address is not None and not address.is_global:
+            raise ValueError("must not target a private, loopback or link-local address")
+    return value
+
+
 class TargetRefused(Exception):
     """The webhook host resolves to an address Postbag must not connect to."""
 

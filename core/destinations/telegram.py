@@ -11,8 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from core.destinations import http
-from core.destinations.base import AdapterConfig, DeliveryContext, Result, ValidationContext
-from core.destinations.channels import MAX_ATTEMPTS
+from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import message
 from core.outbox.backoff import MAX_DELAY
 
@@ -25,29 +24,24 @@ _BOT_TOKEN = re.compile(r"^\d{3,20}:[A-Za-z0-9_-]{20,100}$")
 class TelegramConfig(AdapterConfig):
     """`{"chat_id": "-1001234567890"}` (a numeric id or `@channelname`)."""
 
-    chat_id: str = Field(pattern=r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$")
+    chat_id: str = Field(
+        title="Telegram chat id",
+        description="a numeric chat id or @channelname",
+        pattern=r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$",
+    )
 
 
-class TelegramAdapter:
+class TelegramAdapter(BaseAdapter):
     type: ClassVar[str] = "telegram"
+    label: ClassVar[str] = "Telegram"
     Config: ClassVar[builtins.type[AdapterConfig]] = TelegramConfig
-    max_attempts: ClassVar[int] = MAX_ATTEMPTS["telegram"]
+    max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = True
-
-    def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
-        return TelegramConfig.model_validate(config, context=ctx)
+    secret_hint: ClassVar[str] = "the bot token (123456:ABC…)"
 
     def validate_secret(self, secret: str) -> None:
         if not _BOT_TOKEN.match(secret):
             raise ValueError("must be a Telegram bot token (123456:ABC…)")
-
-    def redact(self, config: AdapterConfig) -> dict[str, Any]:
-        assert isinstance(config, TelegramConfig)
-        return {"chat_id": config.chat_id}
-
-    def target(self, config: AdapterConfig) -> dict[str, Any]:
-        assert isinstance(config, TelegramConfig)
-        return {"chat_id": config.chat_id}
 
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
@@ -70,11 +64,6 @@ class TelegramAdapter:
             timeout=ctx.timeout,
             retry_after=_telegram_retry_after,
         )
-
-    async def test(
-        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
-    ) -> Result:
-        return await self.deliver(self.target(config), sample, ctx)
 
 
 def _telegram_retry_after(body: bytes) -> float | None:

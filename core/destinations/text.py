@@ -1,8 +1,13 @@
-"""The plain text of a submission as email and Telegram send it (SPEC §5)."""
+"""The text of a submission as people read it: email and Telegram text, chat messages, digests.
+
+One line per field in the form's order as `label: value`; booleans `Yes`/`No`; empty `—`;
+the last line names the receipt, the form and the arrival time.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from core.destinations.templates import format_value, render
@@ -51,3 +56,56 @@ def message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> t
         if isinstance(text, str) and text
         else "\n".join(default_lines(payload, template)),
     )
+
+
+def digest_message(summary: Mapping[str, Any], *, form_name: str) -> tuple[str, str]:
+    """The subject and text of a digest: the count, one line per listed submission, and the
+    link to all of them."""
+    count = int(summary.get("count") or 0)
+    listed = list(summary.get("submissions") or [])
+    noun = "submission" if count == 1 else "submissions"
+    subject = f"{count} new {noun} to {form_name} ({summary.get('period', '')})"
+    lines = [subject, ""]
+    lines += [f"{item['receipt']} · {item['submitted_at']}" for item in listed]
+    if count > len(listed):
+        lines.append(f"… and {count - len(listed)} more")
+    lines += ["", f"All of them: {summary.get('more_url', '')}"]
+    return subject, "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """A submission as a chat service shows it: a title, `label: value` lines in the
+    form's order (or the route's rendered text instead), and a footer naming the receipt.
+    Values are plain text; each service escapes them for its own format."""
+
+    title: str
+    fields: list[tuple[str, str]]
+    text: str | None
+    footer: str
+
+
+def chat_message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> ChatMessage:
+    """What a chat destination posts for `payload`: the email text rules in parts."""
+    template = template or {}
+    form_name = str(template.get("form_name") or payload.get("form") or "")
+    if payload.get("event") == "form.digest" and isinstance(payload.get("text"), str):
+        subject = str(payload.get("subject") or "Form digest")
+        return ChatMessage(title=subject, fields=[], text=str(payload["text"]), footer="")
+    subject, text = message(payload, template)
+    custom = isinstance(template.get("text"), str) and bool(template.get("text"))
+    values = _field_values(payload)
+    labels: Mapping[str, Any] = template.get("labels") or {}
+    order = [str(name) for name in (template.get("field_order") or [])]
+    order += [name for name in values if name not in order]
+    fields = [(str(labels.get(name) or name), format_value(values.get(name))) for name in order]
+    title = f"{subject}: {form_name}" if form_name and subject == DEFAULT_SUBJECT else subject
+    footer = f"Receipt {payload.get('receipt', '')} · received {payload.get('submitted_at', '')}"
+    return ChatMessage(
+        title=title, fields=[] if custom else fields, text=text if custom else None, footer=footer
+    )
+
+
+def cut(text: str, limit: int, marker: str = "…") -> str:
+    """`text` within `limit` characters, ending in `marker` when it was cut."""
+    return text if len(text) <= limit else text[: max(limit - len(marker), 0)] + marker

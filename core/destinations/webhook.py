@@ -1,4 +1,4 @@
-"""The webhook adapter, the reference implementation: a signed JSON POST (SPEC §5)."""
+"""The webhook type, the reference implementation: a signed JSON POST (docs/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import base64
 import builtins
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
 import time
@@ -14,46 +13,32 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from core import __version__
 from core.destinations import http
-from core.destinations.base import AdapterConfig, DeliveryContext, Result, ValidationContext
-from core.destinations.channels import MAX_ATTEMPTS
-from core.destinations.ssrf import ResolutionFailed, TargetRefused, pin
+from core.destinations.base import (
+    AdapterConfig,
+    BaseAdapter,
+    DeliveryContext,
+    Result,
+    ValidationContext,
+)
+from core.destinations.ssrf import ResolutionFailed, TargetRefused, check_target_url, pin
 
-MAX_URL_LENGTH = 2048
 SECRET_MIN, SECRET_MAX = 16, 256
 
 
 class WebhookConfig(AdapterConfig):
     """`{"url": "https://example.com/hooks/postbag"}`."""
 
-    url: str
+    url: str = Field(title="Webhook URL", description="where the signed JSON POST goes")
 
     @field_validator("url")
     @classmethod
     def _check_url(cls, value: str, info: ValidationInfo) -> str:
         ctx = info.context if isinstance(info.context, ValidationContext) else None
-        allow_private = ctx.allow_private_targets if ctx else False
-        if len(value) > MAX_URL_LENGTH:
-            raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
-        parts = urlsplit(value)
-        allowed = ("https", "http") if allow_private else ("https",)
-        if parts.scheme not in allowed:
-            raise ValueError("must be an https:// URL")
-        if not parts.hostname:
-            raise ValueError("must name a host")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("must not contain a user name or password")
-        if not allow_private:
-            try:
-                address = ipaddress.ip_address(parts.hostname)
-            except ValueError:
-                address = None
-            if address is not None and not address.is_global:
-                raise ValueError("must not target a private, loopback or link-local address")
-        return value
+        return check_target_url(value, allow_private=ctx.allow_private_targets if ctx else False)
 
 
 def generate_secret() -> str:
@@ -79,7 +64,7 @@ def body_bytes(payload: Mapping[str, Any]) -> bytes:
 def signature_headers(
     *, secret: str, delivery_id: str, body: bytes, timestamp: int
 ) -> dict[str, str]:
-    """Both signatures of SPEC §5: `X-Postbag-Signature` and the Standard Webhooks trio."""
+    """Both signatures: `X-Postbag-Signature` and the Standard Webhooks trio."""
     key = signing_key(secret)
     hex_digest = hmac.new(key, body, hashlib.sha256).hexdigest()
     signed = f"{delivery_id}.{timestamp}.".encode() + body
@@ -92,18 +77,22 @@ def signature_headers(
     }
 
 
-class WebhookAdapter:
+class WebhookAdapter(BaseAdapter):
     type: ClassVar[str] = "webhook"
+    label: ClassVar[str] = "Webhook"
     Config: ClassVar[builtins.type[AdapterConfig]] = WebhookConfig
-    max_attempts: ClassVar[int] = MAX_ATTEMPTS["webhook"]
+    max_attempts: ClassVar[int] = 10
     secret_required: ClassVar[bool] = True
-
-    def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
-        return WebhookConfig.model_validate(config, context=ctx)
+    secret_hint: ClassVar[str] = "signing secret, 16-256 characters (generated when empty)"
+    # A receiver reads JSON, not text.
+    templates: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:
         if not SECRET_MIN <= len(secret) <= SECRET_MAX:
             raise ValueError(f"must be {SECRET_MIN} to {SECRET_MAX} characters")
+
+    def new_secret(self) -> str | None:
+        return generate_secret()
 
     def redact(self, config: AdapterConfig) -> dict[str, Any]:
         assert isinstance(config, WebhookConfig)
@@ -111,9 +100,8 @@ class WebhookAdapter:
         origin = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
         return {"url": origin + (parts.path or "/")}
 
-    def target(self, config: AdapterConfig) -> dict[str, Any]:
-        assert isinstance(config, WebhookConfig)
-        return {"url": config.url}
+    def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:  # noqa: ARG002 - the interface's signature
+        return dict(summary)
 
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
@@ -152,11 +140,6 @@ class WebhookAdapter:
             timeout=ctx.timeout,
             server_hostname=pinned.sni_hostname,
         )
-
-    async def test(
-        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
-    ) -> Result:
-        return await self.deliver(self.target(config), sample, ctx)
 
 
 adapter = WebhookAdapter()

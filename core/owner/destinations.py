@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.registry import ADAPTERS
-from core.destinations.webhook import generate_secret
 from core.owner.usage import reserve
 from core.platform.db import Conn
 from core.platform.errors import InvalidConfig, InvalidInput, InvalidSecret, NotFound
@@ -24,14 +30,28 @@ from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 
-DestinationType = Literal["webhook", "email", "telegram"]
 DestinationName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Secret = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
-_SECRET_DESCRIPTION = (
-    "write-only: the webhook signing secret (16-256 characters; generated when omitted) or "
-    "the Telegram bot token; email takes none"
+_SECRET_DESCRIPTION = "write-only; " + "; ".join(
+    f"{a.type}: {a.secret_hint}" for a in ADAPTERS.values() if a.secret_hint
 )
+_CONFIG_DESCRIPTION = "; ".join(
+    f"{a.type} `{{{', '.join(a.Config.model_fields)}}}`"
+    + (f" (`{a.secret_field}` is the write-only secret)" if a.secret_field else "")
+    for a in ADAPTERS.values()
+)
+
+
+def _known_type(value: str) -> str:
+    if value not in ADAPTERS:
+        raise ValueError(f"must be one of {', '.join(ADAPTERS)}")
+    return value
+
+
+DestinationType = Annotated[
+    str, AfterValidator(_known_type), Field(json_schema_extra={"enum": list(ADAPTERS)})
+]
 
 
 class DestinationFields(BaseModel):
@@ -42,7 +62,7 @@ class DestinationFields(BaseModel):
     type: DestinationType
     name: DestinationName
     config: dict[str, Any] = Field(
-        description='webhook `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`',
+        description=_CONFIG_DESCRIPTION,
         examples=[{"url": "https://example.com/hooks/postbag"}],
     )
     secret: Secret | None = Field(
@@ -72,9 +92,18 @@ class CreatedDestination:
     generated_secret: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class _CheckedConfig:
+    """A validated config as stored, and the secret it carries (a type whose config field
+    is its secret)."""
+
+    stored: dict[str, Any]
+    secret: str | None
+
+
 def _validated_config(
     adapter: Adapter, config: dict[str, Any], ctx: ValidationContext
-) -> dict[str, Any]:
+) -> _CheckedConfig:
     try:
         model = adapter.validate(config, ctx)
     except ValidationError as exc:
@@ -83,7 +112,17 @@ def _validated_config(
             for err in exc.errors()
         ]
         raise InvalidConfig(f"config is invalid for a {adapter.type} destination", errors) from None
-    return model.model_dump(mode="json")
+    secret = None if adapter.secret_field is None else str(getattr(model, adapter.secret_field))
+    return _CheckedConfig(stored=adapter.stored(model), secret=secret)
+
+
+def _refuse_separate_secret(adapter: Adapter) -> None:
+    """A type whose secret is a config field takes no separate `secret`."""
+    if adapter.secret_field is not None:
+        raise InvalidSecret(
+            f"a {adapter.type} destination's secret is its config.{adapter.secret_field}",
+            [{"field": "secret", "message": f"give config.{adapter.secret_field} instead"}],
+        )
 
 
 def _check_secret(adapter: Adapter, secret: str) -> None:
@@ -130,9 +169,12 @@ async def create_destination(
     config = _validated_config(adapter, fields.config, ctx)
     secret, generated = fields.secret, None
     if secret is not None:
+        _refuse_separate_secret(adapter)
         _check_secret(adapter, secret)
-    elif fields.type == "webhook":
-        secret = generated = generate_secret()
+    elif config.secret is not None:
+        secret = config.secret
+    elif (new := adapter.new_secret()) is not None:
+        secret = generated = new
     elif adapter.secret_required:
         raise InvalidSecret(
             f"a {fields.type} destination needs a secret",
@@ -147,7 +189,7 @@ async def create_destination(
             "organization_id": scope.organization_id,
             "type": fields.type,
             "name": fields.name,
-            "config": Jsonb(config),
+            "config": Jsonb(config.stored),
             "enabled": fields.enabled,
         },
     )
@@ -192,14 +234,18 @@ async def update_destination(
     adapter = ADAPTERS[current["type"]]
     config = None if patch.config is None else _validated_config(adapter, patch.config, ctx)
     if patch.secret is not None:
+        _refuse_separate_secret(adapter)
         _check_secret(adapter, patch.secret)
         await _append_secret(conn, scope, destination_id, patch.secret)
+    if config is not None and config.secret is not None:
+        # A new value of the field that is the secret is a rotation: the next version.
+        await _append_secret(conn, scope, destination_id, config.secret)
     await conn.execute(
         queries["update_destination"],
         {
             **params,
             "name": patch.name,
-            "config": None if config is None else Jsonb(config),
+            "config": None if config is None else Jsonb(config.stored),
             "enabled": patch.enabled,
         },
     )

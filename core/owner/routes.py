@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from core.destinations.templates import template_errors
 from core.owner.forms import invalid_input
+from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists
 from core.platform.ids import new_id
@@ -22,7 +23,7 @@ Period = Literal["hourly", "daily", "weekly"]
 
 
 class Template(BaseModel):
-    """Email subject and message text (Telegram: text) with `{{field}}` placeholders only."""
+    """Message subject and text with `{{field}}` placeholders only (types that send text)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -78,10 +79,10 @@ def _check(settings: dict[str, Any], destination_type: str) -> _RouteSettings:
             [{"field": "period", "message": "required in digest mode, refused in immediate mode"}],
         )
     if route.template is not None:
-        if destination_type == "webhook":
+        if not ADAPTERS[destination_type].templates:
             raise InvalidTemplate(
-                "webhook destinations send JSON; templates apply to email and Telegram",
-                [{"field": "template", "message": "not used by webhook destinations"}],
+                f"{destination_type} destinations send JSON; templates apply to text messages",
+                [{"field": "template", "message": f"not used by {destination_type} destinations"}],
             )
         for name in ("subject", "text"):
             problems = template_errors(getattr(route.template, name) or "")

@@ -2,6 +2,8 @@
 
 Each applied file is recorded with its SHA-256; an applied file that was edited since is
 refused. An advisory lock makes two processes that start at once apply each file once.
+Then the destination types of the code are recorded (`destination_types`): the database
+refuses any type its code does not know.
 """
 
 from __future__ import annotations
@@ -66,6 +68,21 @@ async def migrate(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[str]:
                 )
             log.info("migration applied", extra={"detail": {"migration": migration.name}})
             done.append(migration.name)
+        await _record_destination_types(conn)
         return done
     finally:
         await conn.execute(queries["unlock_migrations"])
+
+
+async def _record_destination_types(conn: Conn) -> None:
+    # Imported here: the one place the platform reaches into a room, because the database
+    # must know the types the code can send to.
+    from core.destinations.registry import ADAPTERS
+
+    await conn.execute(
+        queries["record_destination_types"],
+        {
+            "names": list(ADAPTERS),
+            "max_attempts": [adapter.max_attempts for adapter in ADAPTERS.values()],
+        },
+    )

@@ -54,7 +54,9 @@ WITH digest AS (
                             channel, max_attempts, next_attempt_at, payload, target, template,
                             secret_version, created_at, updated_at)
     SELECT %(delivery_id)s, %(organization_id)s, 'digest', digest.id, %(route_id)s,
-           %(destination_id)s, %(channel)s, %(max_attempts)s, %(now)s, %(payload)s,
+           %(destination_id)s, %(channel)s,
+           (SELECT t.max_attempts FROM destination_types t WHERE t.name = %(channel)s),
+           %(now)s, %(payload)s,
            %(target)s, NULL, %(secret_version)s, %(now)s, %(now)s
       FROM digest
     RETURNING id

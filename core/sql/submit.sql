@@ -84,26 +84,28 @@ WITH existing AS (
                             channel, held, max_attempts, next_attempt_at, payload, target,
                             template, secret_version)
     SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type, %(held)s,
-           p.max_attempts, %(now)s, %(payload)s, p.target, p.template,
+           t.max_attempts, %(now)s, %(payload)s, d.config, p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM submission s
      CROSS JOIN jsonb_to_recordset(%(deliveries)s::jsonb)
-           AS p(id text, route_id text, max_attempts integer, target jsonb, template jsonb)
+           AS p(id text, route_id text, template jsonb)
       JOIN routes r ON r.id = p.route_id AND r.enabled AND r.deleted_at IS NULL
       JOIN destinations d
         ON d.id = r.destination_id AND d.organization_id = r.organization_id
        AND d.deleted_at IS NULL
+      JOIN destination_types t ON t.name = d.type
     RETURNING id
 ), acknowledgement AS (
     -- The visitor's acknowledgement email (consent given, a valid address): no route, no
     -- destination; at most one per submission (deliveries_one_acknowledgement_idx).
     INSERT INTO deliveries (id, organization_id, kind, submission_id, channel, held,
                             max_attempts, next_attempt_at, payload, target, template)
-    SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, 'email', %(held)s,
-           a.max_attempts, %(now)s, %(payload)s, a.target, a.template
+    SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, t.name, %(held)s,
+           t.max_attempts, %(now)s, %(payload)s, a.target, a.template
       FROM submission s
      CROSS JOIN jsonb_to_recordset(%(acknowledgements)s::jsonb)
-           AS a(id text, max_attempts integer, target jsonb, template jsonb)
+           AS a(id text, target jsonb, template jsonb)
+      JOIN destination_types t ON t.name = 'email'
     RETURNING id
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data)

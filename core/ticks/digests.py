@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from psycopg.types.json import Jsonb
 
-from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
+from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.logs import log
@@ -57,13 +57,13 @@ def digest_payload(
     listed: list[dict[str, Any]],
     public_url: str,
 ) -> dict[str, Any]:
-    """What a digest delivery sends: the summary, and a plain text for email and Telegram."""
+    """What a digest delivery sends: the summary, rendered by the destination's type."""
     query = urlencode({"form": route["form_id"], "since": _iso(window.start)})
     submissions = [
         {**item, "submitted_at": _iso(datetime.fromisoformat(item["submitted_at"]))}
         for item in listed
     ]
-    payload: dict[str, Any] = {
+    summary: dict[str, Any] = {
         "event": "form.digest",
         "form": route["form_id"],
         "period": window.key,
@@ -73,16 +73,7 @@ def digest_payload(
         "submissions": submissions,
         "more_url": f"{public_url.rstrip('/')}/v1/submissions?{query}",
     }
-    if route["channel"] != "webhook":
-        noun = "submission" if count == 1 else "submissions"
-        subject = f"{count} new {noun} to {route['form_name']} ({window.key})"
-        lines = [subject, ""]
-        lines += [f"{item['receipt']} · {item['submitted_at']}" for item in submissions]
-        if count > len(submissions):
-            lines.append(f"… and {count - len(submissions)} more")
-        lines += ["", f"All of them: {payload['more_url']}"]
-        payload["subject"], payload["text"] = subject, "\n".join(lines)
-    return payload
+    return ADAPTERS[route["channel"]].digest(summary, form_name=route["form_name"])
 
 
 async def _digest_route(
@@ -136,9 +127,8 @@ async def _digest_route(
                 "end": window.end,
                 "count": found["total"],
                 "channel": route["channel"],
-                "max_attempts": MAX_ATTEMPTS[route["channel"]],
                 "payload": Jsonb(payload),
-                "target": Jsonb(snapshot_target(route["channel"], route["config"])),
+                "target": Jsonb(route["config"]),
                 "secret_version": route["secret_version"],
                 "now": now,
             },
