@@ -8,9 +8,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from core.destinations.registry import ADAPTERS
 from core.destinations.templates import template_errors
 from core.owner.forms import invalid_input
-from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists
 from core.platform.ids import new_id
