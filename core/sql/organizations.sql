@@ -7,10 +7,6 @@ RETURNING id, name, plan, created_at
 -- Change an organization's plan; returns nothing when the organization does not exist.
 UPDATE organizations SET plan = %(plan)s WHERE id = %(id)s RETURNING id, plan
 
--- name: get_organization
--- One organization (under row-level security, only the scoped one is visible).
-SELECT id, name, plan, created_at FROM organizations WHERE id = %(id)s
-
 -- name: insert_api_key
 -- Store a new API key by its hash only.
 INSERT INTO api_keys (id, organization_id, name, prefix, key_hash)

@@ -30,13 +30,6 @@ UPDATE stored_objects o
  WHERE o.storage_key = due.storage_key
 RETURNING o.storage_key, o.organization_id
 
--- name: stuck_object_deletions
--- How many stored objects ran out of deletion attempts, and the oldest of them.
-SELECT count(*) AS stuck, min(created_at) AS oldest
-  FROM stored_objects
- WHERE deleted_at IS NULL AND delete_after IS NOT NULL
-   AND delete_attempts >= %(max_attempts)s
-
 -- name: observed_forms
 -- A page of live `observe` forms (by id, after a cursor) with accepted submissions since
 -- their latest schema version.
