@@ -4,7 +4,7 @@ for `POSTBAG_DELIVER_LOOP_SECONDS` (a shorter cadence than the one-minute schedu
 from collections.abc import Mapping
 from typing import Any
 
-from core.outbox.worker import close_shared_client
+from core.destinations.http import close_shared_client
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.scheduled import LambdaContext, run_scheduled

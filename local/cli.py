@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import uvloop
 
-from core.outbox.worker import close_shared_client
+from core.destinations.http import close_shared_client
 from core.owner.organizations import create_api_key, create_organization, set_plan
 from core.owner.plans import PLAN_NAMES
 from core.platform.db import connect

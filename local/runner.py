@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 import uvicorn
 
+from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.submit_app import create_submit_app
-from core.outbox.worker import close_shared_client
 from core.platform.logs import log
 from core.platform.services import Services, utcnow
 from core.ticks.registry import TICKS, Tick, run_pass

@@ -1,4 +1,5 @@
-"""One HTTP POST as adapters send it: no redirects, a hard timeout, a short excerpt kept."""
+"""The process's shared HTTP client, and one POST as adapters send it: no redirects, a hard
+timeout, a short excerpt kept."""
 
 from __future__ import annotations
 
@@ -14,6 +15,40 @@ from core.outbox.backoff import Verdict, classify_status, parse_retry_after
 EXCERPT_CHARS = 512
 # Enough of the answer for the excerpt and for small JSON bodies (Telegram's errors).
 _READ_LIMIT = 16 * 1024
+
+_clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+
+
+def shared_client() -> aiohttp.ClientSession:
+    """The process's HTTP client for the running event loop (connections are reused).
+
+    No cookies are kept between sends (receivers of different organizations share it) and
+    no proxy is taken from the environment: a webhook goes to the address the SSRF guard
+    checked.
+    """
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        for old in [other for other in _clients if other.is_closed()]:
+            del _clients[old]
+        client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        _clients[loop] = client
+    return client
+
+
+async def close_shared_client() -> None:
+    """Close the running loop's client (end of a Lambda invocation, CLI pass, shutdown)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.close()
+        # A transport closes its socket one loop iteration later: let that happen before a
+        # caller stops the loop (the Lambda handler's invocation, `asyncio.run`).
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
 
 
 async def post(

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from core.destinations.base import DeliveryContext, Result
+from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
 from core.destinations.ssrf import Resolver, system_resolver
 from core.outbox import store as outbox
@@ -48,41 +49,6 @@ class WorkerOptions:
     # back (the ticks: a Lambda invocation ends at its deadline), or awaited (a soft budget
     # that only stops new claims).
     strict_budget: bool = False
-
-
-_clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
-
-
-def shared_client() -> aiohttp.ClientSession:
-    """The process's HTTP client for the running event loop (connections are reused).
-
-    No cookies are kept between sends (receivers of different organizations share it) and
-    no proxy is taken from the environment: a webhook goes to the address the SSRF guard
-    checked.
-    """
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        for old in [other for other in _clients if other.is_closed()]:
-            del _clients[old]
-        client = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=64),
-            cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=None),
-        )
-        _clients[loop] = client
-    return client
-
-
-async def close_shared_client() -> None:
-    """Close the running loop's client (end of a Lambda invocation, CLI pass, shutdown)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
-        await client.close()
-        # A transport closes its socket one loop iteration later: let that happen before a
-        # caller stops the loop (the Lambda handler's invocation, `asyncio.run`).
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
 
 
 def skip_reason(claim: Claim, now: datetime) -> str | None:

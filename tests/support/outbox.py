@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.outbox.worker import close_shared_client
+from core.destinations.http import close_shared_client
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services

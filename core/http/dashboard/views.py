@@ -18,12 +18,12 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from core.destinations.base import ValidationContext
+from core.destinations.http import shared_client
 from core.http.dashboard.pages import CheckedForm, SessionDep, render, see_other, services_of
 from core.http.dashboard.sessions import DashboardSession
 from core.http.v1.forms import submit_url
 from core.http.v1.submissions import _position, submissions_attachment
 from core.outbox import deliveries
-from core.outbox.worker import shared_client
 from core.owner import alerts, destinations, events, forms, routes
 from core.owner.forms import invalid_input
 from core.platform.errors import InvalidInput, NotFound, PostbagError

@@ -6,11 +6,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
 from core.outbox import deliveries
-from core.outbox.worker import shared_client
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
 router = APIRouter(tags=["deliveries"], responses=problems(401, 503))

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from core.outbox.worker import close_shared_client
+from core.destinations.http import close_shared_client
 from core.platform.db import connect
 from core.platform.services import Services, utcnow
 from core.platform.settings import load_settings

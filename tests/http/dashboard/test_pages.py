@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.outbox.worker import close_shared_client
+from core.destinations.http import close_shared_client
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.conftest import make_org
