@@ -24,9 +24,9 @@ from core.destinations.registry import ADAPTERS
 from core.destinations.ssrf import Resolver, system_resolver
 from core.outbox import store as outbox
 from core.outbox.backoff import MAX_DELAY, next_attempt_at
+from core.outbox.completer import Completer
 from core.outbox.store import Attempt, Claim
 from core.owner.alerts import raise_alert
-from core.platform.db import Database
 from core.platform.logs import log
 from core.platform.services import Services
 
@@ -66,60 +66,11 @@ def skip_reason(claim: Claim, now: datetime) -> str | None:
     return None
 
 
-class _Outcomes:
-    """Outcomes written in groups: while one statement is in flight, the outcomes of the sends
-    that end meanwhile wait, then go together in the next (one round trip for all)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._waiting: list[tuple[outbox.Outcome, asyncio.Future[bool]]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def write(self, outcome: outbox.Outcome) -> bool:
-        """Write `outcome` with the others waiting; whether its claim was still ours."""
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting.append((outcome, written))
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_waiting())
-        return await written
-
-    async def _write_waiting(self) -> None:
-        try:
-            while self._waiting:
-                group, self._waiting = self._waiting, []
-                try:
-                    # One connection while groups keep coming (no pool check before each).
-                    async with self._db.connection() as conn:
-                        while True:
-                            won = await outbox.finish(conn, [outcome for outcome, _ in group])
-                            for (_, written), result in zip(group, won, strict=True):
-                                # Done already when its send's task was cancelled: written
-                                # all the same.
-                                if not written.done():
-                                    written.set_result(result)
-                            if not self._waiting:
-                                break
-                            group, self._waiting = self._waiting, []
-                except Exception as exc:
-                    # Each send's task logs it; the claims stay `sending` until their lease
-                    # expires, then another pass retries them.
-                    for _, written in group:
-                        if not written.done():
-                            written.set_exception(exc)
-        finally:
-            self._writer = None
-
-    async def close(self) -> None:
-        """Wait for the outcomes still being written (the end of a pass)."""
-        if self._writer is not None:
-            await self._writer
-
-
 @dataclass
 class _Pass:
     started_now: datetime
     started_mono: float
-    outcomes: _Outcomes
+    outcomes: Completer
     stats: Counter[str] = field(default_factory=Counter)
     # Destinations that may have a failure count to reset on the next success.
     dirty: dict[str, bool] = field(default_factory=dict)
@@ -148,7 +99,7 @@ class Deliverer:
 
     async def run_pass(self, *, now: datetime, budget: float) -> dict[str, Any]:
         """Drain due deliveries for at most `budget` seconds; return what happened."""
-        state = _Pass(now, time.monotonic(), _Outcomes(self.services.db))
+        state = _Pass(now, time.monotonic(), Completer(self.services.db))
         deadline = state.started_mono + budget
         async with self.services.db.connection() as conn:
             state.stats["released"] = await outbox.release_held(conn, now=now)
