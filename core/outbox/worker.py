@@ -23,9 +23,10 @@ from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
 from core.destinations.ssrf import Resolver, system_resolver
 from core.outbox import store as outbox
-from core.outbox.backoff import MAX_DELAY, next_attempt_at
+from core.outbox.backoff import MAX_DELAY
 from core.outbox.completer import Completer
-from core.outbox.store import Attempt, Claim
+from core.outbox.decide import decide
+from core.outbox.store import Claim
 from core.owner.alerts import raise_alert
 from core.platform.logs import log
 from core.platform.services import Services
@@ -302,49 +303,17 @@ class Deliverer:
         if counts and probe:
             # A failed probe opens the next window first: the probe is due when it ends.
             window_end = await self._count_failure(destination, now, probe, failing)
-        attempts = claim.attempts + 1
-        due: datetime | None = None
-        reason: str | None = None
-        attempt: Attempt | None = Attempt(
-            started_at, duration_ms, result.http_status, result.error_class, result.excerpt
+        outcome = decide(
+            result,
+            claim,
+            now,
+            rng=self._rng,
+            started_at=started_at,
+            duration_ms=duration_ms,
+            probe_window_end=window_end,
         )
-        if result.skip_reason is not None:
-            status, reason, attempt = "skipped", result.skip_reason, None
-        elif result.ok:
-            status = "sent"
-        elif result.retryable and attempts < claim.max_attempts:
-            status = "failed"
-            due = next_attempt_at(now, attempts, result.retry_after, rng=self._rng)
-            if probe and window_end is not None:
-                # A failed probe is the next one: due when the new window ends.
-                due = max(due, window_end)
-        elif result.retryable:
-            status, reason = "dead", "attempts_exhausted"
-        else:
-            status, reason = "dead", result.summary
-        detail = result.summary if reason is None else reason
-        if reason == "attempts_exhausted":
-            detail = f"attempts_exhausted (last: {result.summary})"
-        event = f"delivery.{status}" if status in ("sent", "dead") else None
-        event_data = {
-            "delivery": claim.id,
-            "submission": claim.submission_id,
-            "destination": claim.destination_id,
-            **({"reason": reason} if reason else {}),
-        }
-        won = await state.outcomes.write(
-            outbox.Outcome(
-                claim,
-                now,
-                status,
-                reason,
-                detail,
-                next_attempt_at=due,
-                attempt=attempt,
-                event=event,
-                event_data=event_data,
-            )
-        )
+        won = await state.outcomes.write(outcome)
+        status, reason = outcome.status, outcome.reason
         if won and status == "dead":
             async with self.services.db.connection() as conn:
                 await self._alert(conn, claim, reason, now)
