@@ -1,0 +1,151 @@
+"""The executor of a pass: one claim from its live checks to its written outcome (SPEC §5).
+
+The live skip check, the quota hold, the per-destination gate, the breaker's say on a
+failing destination, the adapter's send, then `decide` and the completer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from core.destinations.base import DeliveryContext, Result
+from core.destinations.registry import ADAPTERS
+from core.outbox import store as outbox
+from core.outbox.breaker import counts_against
+from core.outbox.decide import decide
+from core.outbox.store import Claim
+from core.owner.alerts import raise_alert
+from core.platform.logs import log
+
+if TYPE_CHECKING:
+    from core.outbox.worker import PassState
+
+
+def skip_reason(claim: Claim, now: datetime) -> str | None:
+    """The live check before a send: why this delivery must not go out, if it must not."""
+    if claim.submission_id is not None:
+        if claim.erased_at is not None:
+            return "values_erased"
+        if claim.erase_at is not None and claim.erase_at <= now:
+            return "values_expired"
+    if claim.destination_id is not None:
+        if claim.destination_deleted_at is not None:
+            return "destination_removed"
+        if claim.destination_enabled is False:
+            return "destination_paused"
+    return None
+
+
+async def execute(claim: Claim, state: PassState) -> None:
+    """Run `claim` to its outcome; a failure is logged and counted, never raised."""
+    try:
+        await _deliver(claim, state)
+    except Exception:
+        # The claim stays `sending` until its lease expires, then another pass retries it.
+        state.stats["errors"] += 1
+        log.exception("delivery handling failed", extra=claim.log_ids)
+
+
+async def _deliver(claim: Claim, state: PassState) -> None:
+    reason = skip_reason(claim, state.now())
+    if reason is not None:
+        await state.completer.write(outbox.Outcome(claim, state.now(), "skipped", reason, reason))
+        state.stats["skipped"] += 1
+        log.info("delivery skipped", extra={**claim.log_ids, "detail": {"reason": reason}})
+        return
+    if claim.over_quota:
+        async with state.services.db.connection() as conn:
+            await outbox.release(conn, claim, now=state.now(), held=True, detail="over_quota")
+        state.stats["held"] += 1
+        return
+    destination = claim.destination_id
+    breaker = state.breaker
+    gate = asyncio.Semaphore(1_000_000)
+    if destination is not None:
+        gate = state.gates.setdefault(destination, asyncio.Semaphore(state.options.per_destination))
+        breaker.learn(destination, claim)
+    async with gate:
+        probe = False
+        if destination is not None and breaker.failing(destination):
+            if not await breaker.take_probe(claim, destination):
+                return
+            probe = breaker.failing(destination)
+        adapter = ADAPTERS[claim.channel]
+        ctx = DeliveryContext(
+            delivery_id=claim.id,
+            secret=claim.secret,
+            template=claim.template,
+            settings=state.services.settings,
+            http=state.http,
+            timeout=state.options.timeout,
+            resolver=state.resolver,
+        )
+        async with state.sends:
+            started_at, started = state.now(), time.monotonic()
+            result = await adapter.deliver(claim.target, claim.payload, ctx)
+            duration_ms = round((time.monotonic() - started) * 1000)
+        await _record(
+            claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
+        )
+
+
+async def _record(
+    claim: Claim,
+    result: Result,
+    state: PassState,
+    *,
+    started_at: datetime,
+    duration_ms: int,
+    probe: bool,
+) -> None:
+    now = state.now()
+    breaker = state.breaker
+    # The destination this failure counts against, if it is one that counts.
+    blamed = claim.destination_id if counts_against(result) else None
+    window_end: datetime | None = None
+    if blamed is not None and probe:
+        # A failed probe opens the next window first: the probe is due when it ends.
+        window_end = await breaker.probe_failed(blamed, now=now)
+    outcome = decide(
+        result,
+        claim,
+        now,
+        rng=state.rng,
+        started_at=started_at,
+        duration_ms=duration_ms,
+        probe_window_end=window_end,
+    )
+    won = await state.completer.write(outcome)
+    if won and outcome.status == "dead":
+        await _alert(state, claim, outcome.reason, now)
+        if blamed is not None and window_end is not None:
+            await breaker.promote_next_probe(blamed, at=window_end, now=now)
+    ids = {**claim.log_ids, "detail": {"status": outcome.status, "result": result.summary}}
+    if not won:
+        state.stats["fenced"] += 1
+        log.warning("late answer of an expired claim ignored", extra=ids)
+        return
+    state.stats[outcome.status] += 1
+    log.info("delivery attempt", extra=ids)
+    if blamed is not None:
+        # Counted only once the outcome is ours: a fenced late answer changes nothing.
+        await breaker.failed(blamed, now=now, probe=probe)
+    elif claim.destination_id is not None and result.ok:
+        await breaker.succeeded(claim.destination_id, now=now)
+
+
+async def _alert(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:
+    # One open alert per destination (per form for acknowledgement emails).
+    async with state.services.db.connection() as conn:
+        await raise_alert(
+            conn,
+            organization_id=claim.organization_id,
+            kind="delivery.dead",
+            subject_id=claim.destination_id or claim.form_id or claim.id,
+            detail=f"{claim.id}: {reason}",
+            delivery_id=claim.id,
+            now=now,
+        )
