@@ -27,8 +27,9 @@ from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.settings import Settings
+from core.platform.vocabulary import DeliveryStatus
 
-RETRYABLE_STATUSES = frozenset({"failed", "dead", "skipped"})
+RETRYABLE_STATUSES: frozenset[DeliveryStatus] = frozenset({"failed", "dead", "skipped"})
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

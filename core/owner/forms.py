@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from psycopg.types.json import Jsonb
@@ -24,6 +24,7 @@ from core.platform.errors import InvalidInput, InvalidTemplate, NotFound
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import SchemaMode
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_FILES_PER_FIELD = 5
@@ -56,7 +57,6 @@ FormName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Origin = Annotated[str, StringConstraints(max_length=300)]
 RetentionDays = Annotated[int, Field(ge=1, le=3650)]
-SchemaMode = Literal["off", "observe", "enforce"]
 TurnstileSecret = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -16,10 +16,7 @@ from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteE
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-
-Status = Literal["accepted", "spam", "quarantined"]
-Mode = Literal["immediate", "digest"]
-Period = Literal["hourly", "daily", "weekly"]
+from core.platform.vocabulary import DigestPeriod, RouteMode, SubmissionStatus
 
 
 class Template(BaseModel):
@@ -38,11 +35,11 @@ class RouteFields(BaseModel):
 
     destination_id: str
     enabled: bool = True
-    include_statuses: list[Status] = Field(
-        default_factory=lambda: list[Status](["accepted"]), min_length=1
+    include_statuses: list[SubmissionStatus] = Field(
+        default_factory=lambda: list[SubmissionStatus](["accepted"]), min_length=1
     )
-    mode: Mode = "immediate"
-    period: Period | None = None
+    mode: RouteMode = "immediate"
+    period: DigestPeriod | None = None
     template: Template | None = None
 
 
@@ -52,9 +49,9 @@ class RoutePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool | None = None
-    include_statuses: list[Status] | None = None
-    mode: Mode | None = None
-    period: Period | None = None
+    include_statuses: list[SubmissionStatus] | None = None
+    mode: RouteMode | None = None
+    period: DigestPeriod | None = None
     template: Template | None = None
 
 
@@ -62,9 +59,9 @@ class _RouteSettings(BaseModel):
     """Every setting of a route, checked as a whole (creation and after a PATCH)."""
 
     enabled: bool
-    include_statuses: list[Status] = Field(min_length=1)
-    mode: Mode
-    period: Period | None
+    include_statuses: list[SubmissionStatus] = Field(min_length=1)
+    mode: RouteMode
+    period: DigestPeriod | None
     template: Template | None
 
 

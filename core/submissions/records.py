@@ -26,7 +26,6 @@ from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.storage import Storage
 
-STATUSES = ("accepted", "spam", "quarantined")
 # A spreadsheet treats a cell starting with one of these as a formula.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
-Period = Literal["hourly", "daily", "weekly"]
+from core.platform.vocabulary import DigestPeriod
+
 _LENGTH = {"hourly": timedelta(hours=1), "daily": timedelta(days=1), "weekly": timedelta(weeks=1)}
 
 
@@ -19,7 +19,7 @@ class Window:
     end: datetime
 
 
-def window_of(period: Period, moment: datetime) -> Window:
+def window_of(period: DigestPeriod, moment: datetime) -> Window:
     """The period that contains `moment`."""
     at = moment.astimezone(UTC)
     if period == "hourly":
@@ -36,7 +36,7 @@ def window_of(period: Period, moment: datetime) -> Window:
     return Window(key, start, start + _LENGTH[period])
 
 
-def closed_windows(period: Period, *, since: datetime, now: datetime) -> list[Window]:
+def closed_windows(period: DigestPeriod, *, since: datetime, now: datetime) -> list[Window]:
     """Every period that has closed by `now`, from the one holding `since`, oldest first."""
     windows = []
     window = window_of(period, since)

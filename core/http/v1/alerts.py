@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -11,6 +11,7 @@ from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
 from core.owner import alerts
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.vocabulary import AlertStatus
 
 router = APIRouter(tags=["alerts"], responses=problems(401, 503))
 
@@ -19,7 +20,7 @@ router = APIRouter(tags=["alerts"], responses=problems(401, 503))
 async def list_alerts(
     scope: ScopeDep,
     services: ServicesDep,
-    status: Literal["open", "acknowledged"] | None = None,
+    status: AlertStatus | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -12,17 +12,16 @@ from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
 from core.outbox import deliveries
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.vocabulary import DeliveryStatus
 
 router = APIRouter(tags=["deliveries"], responses=problems(401, 503))
-
-Status = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 
 
 @router.get("/deliveries", responses=problems(422))
 async def list_deliveries(
     scope: ScopeDep,
     services: ServicesDep,
-    status: Status | None = None,
+    status: DeliveryStatus | None = None,
     destination: str | None = None,
     submission: str | None = None,
     cursor: str | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
@@ -16,6 +16,7 @@ from core.http.v1.shared import Page, PageDep, problems
 from core.owner import destinations
 from core.owner.destinations import DestinationFields, DestinationPatch, DestinationType
 from core.platform.services import Services
+from core.platform.vocabulary import DestinationHealth
 
 router = APIRouter(tags=["destinations"], responses=problems(401, 503))
 
@@ -28,7 +29,7 @@ class Destination(BaseModel):
     name: str
     config: dict[str, Any]
     enabled: bool
-    health: Literal["healthy", "failing"]
+    health: DestinationHealth
     health_stats: dict[str, Any] | None = Field(
         default=None,
         description=(

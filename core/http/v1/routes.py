@@ -12,7 +12,8 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import routes
-from core.owner.routes import Mode, Period, RouteFields, RoutePatch, Status, Template
+from core.owner.routes import RouteFields, RoutePatch, Template
+from core.platform.vocabulary import DigestPeriod, RouteMode, SubmissionStatus
 
 router = APIRouter(tags=["routes"], responses=problems(401, 503))
 
@@ -24,9 +25,9 @@ class Route(BaseModel):
     form_id: str
     destination_id: str
     enabled: bool
-    include_statuses: list[Status]
-    mode: Mode
-    period: Period | None
+    include_statuses: list[SubmissionStatus]
+    mode: RouteMode
+    period: DigestPeriod | None
     template: Template | None
     created_at: datetime
     updated_at: datetime

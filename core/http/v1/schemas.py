@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,6 +13,7 @@ from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import form_schemas as schemas
 from core.owner.form_schemas import SchemaFields
+from core.platform.vocabulary import SchemaSource
 
 router = APIRouter(tags=["schemas"], responses=problems(401, 503))
 
@@ -24,7 +25,7 @@ class FormSchema(BaseModel):
 
     version: int
     json_schema: dict[str, Any] = Field(alias="schema")
-    source: Literal["manual", "inferred"]
+    source: SchemaSource
     created_at: datetime
 
 

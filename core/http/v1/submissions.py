@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query
@@ -15,6 +15,7 @@ from core.http.v1.shared import problems
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.platform.storage import storage_for
+from core.platform.vocabulary import SubmissionStatus
 from core.submissions.records import (
     delete_objects,
     erase_values,
@@ -47,7 +48,7 @@ async def submissions_list(
     services: ServicesDep,
     now: NowDep,
     form: str | None = None,
-    status: Literal["accepted", "spam", "quarantined"] | None = None,
+    status: SubmissionStatus | None = None,
     since: datetime | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,

@@ -1,0 +1,59 @@
+"""The domain's enumerated words, each spelled once, with the column that stores it.
+
+Each is the Python side of a CHECK constraint in `migrations/`; tests/platform/
+test_vocabulary.py holds the two against each other. Plan names belong to the plan table
+(`core/owner/plans.py`); destination types are the adapter registry's, recorded in the
+`destination_types` table.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+# submissions.status; routes.include_statuses.
+SubmissionStatus = Literal["accepted", "spam", "quarantined"]
+# submissions.reason: `honeypot` goes with `spam`, the others with `quarantined`.
+SubmissionReason = Literal[
+    "honeypot",
+    "origin_rejected",
+    "rate_limited",
+    "turnstile_failed",
+    "turnstile_unavailable",
+    "schema_violation",
+]
+# submissions.flags
+SubmissionFlag = Literal["test", "over_quota"]
+# submissions.erase_reason: the owner's erase, or retention.
+EraseReason = Literal["requested", "expired"]
+
+# deliveries.status
+DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
+# deliveries.kind
+DeliveryKind = Literal["submission", "acknowledgement", "digest"]
+# deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
+DeliverySkipReason = Literal[
+    "values_erased", "values_expired", "destination_paused", "destination_removed", "email_log_only"
+]
+# delivery_attempts.outcome: `fenced` when the claim had passed to another worker.
+AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]
+
+# routes.mode
+RouteMode = Literal["immediate", "digest"]
+# routes.period
+DigestPeriod = Literal["hourly", "daily", "weekly"]
+
+# forms.schema_mode
+SchemaMode = Literal["off", "observe", "enforce"]
+# form_schemas.source
+SchemaSource = Literal["manual", "inferred"]
+
+# destinations.health
+DestinationHealth = Literal["healthy", "failing"]
+
+# alerts.kind
+AlertKind = Literal["delivery.dead", "storage.stuck"]
+# alerts.status
+AlertStatus = Literal["open", "acknowledged"]
+
+# worker_heartbeats.tick
+TickName = Literal["deliver", "digest", "retention"]
