@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from core.destinations.ssrf import Resolver, system_resolver
+from core.platform.vocabulary import DeliverySkipReason
 
 if TYPE_CHECKING:
     import aiohttp
@@ -86,7 +87,7 @@ class Result:
     error_class: str | None = None
     excerpt: str | None = None
     retry_after: float | None = None
-    skip_reason: str | None = None
+    skip_reason: DeliverySkipReason | None = None
     provider_error: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 

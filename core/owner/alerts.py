@@ -10,13 +10,14 @@ from core.platform.errors import NotFound
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import AlertKind
 
 
 async def raise_alert(
     conn: Conn,
     *,
     organization_id: str,
-    kind: str,
+    kind: AlertKind,
     subject_id: str,
     detail: str,
     delivery_id: str | None,

@@ -25,6 +25,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.storage import Storage
+from core.platform.vocabulary import DeliverySkipReason, EraseReason
 
 # A spreadsheet treats a cell starting with one of these as a formula.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -138,10 +139,15 @@ class BatchErasure:
     storage_keys: list[str]
 
 
-_SKIP_REASONS = {"requested": "values_erased", "expired": "values_expired"}
+_SKIP_REASONS: dict[EraseReason, DeliverySkipReason] = {
+    "requested": "values_erased",
+    "expired": "values_expired",
+}
 
 
-async def erase_many(conn: Conn, *, ids: list[str], now: datetime, reason: str) -> BatchErasure:
+async def erase_many(
+    conn: Conn, *, ids: list[str], now: datetime, reason: EraseReason
+) -> BatchErasure:
     """Erase the values of `ids` (locked by the caller) in five statements, whatever their
     number: null values, end unsent deliveries `skipped`, scrub snapshots (digests too),
     mark stored objects for deletion, one `submission.erased` event each.
@@ -175,7 +181,12 @@ async def erase_many(conn: Conn, *, ids: list[str], now: datetime, reason: str) 
 
 @scoped
 async def erase_values(
-    conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, reason: str = "requested"
+    conn: Conn,
+    scope: OrgScope,
+    submission_id: str,
+    *,
+    now: datetime,
+    reason: EraseReason = "requested",
 ) -> Erasure:
     """Null the values, drop attachment records, skip unsent deliveries, scrub snapshots.
 

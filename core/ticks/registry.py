@@ -19,6 +19,7 @@ from core.outbox.worker import deliver_pass
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.platform.vocabulary import TickName
 from core.ticks.digests import digest_pass
 from core.ticks.retention import retention_pass
 
@@ -29,7 +30,7 @@ TickRun = Callable[[Services, datetime, float], Awaitable[Mapping[str, Any]]]
 class Tick:
     """A scheduled pass: what it is called, how often the runner fires it, what it runs."""
 
-    name: str
+    name: TickName
     every_seconds: float
     run: TickRun
 
