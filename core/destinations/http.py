@@ -93,8 +93,10 @@ async def post(
     wait = None
     if verdict is Verdict.RETRY:
         wait = parse_retry_after(response.headers.get("retry-after"), now=datetime.now(UTC))
-        if retry_after is not None:
-            wait = retry_after(raw) or wait
+        hint = retry_after(raw) if retry_after is not None else None
+        if hint is not None:
+            # A service may ask in its body as well as in the header: the longer wait wins.
+            wait = max(hint, wait or 0.0)
     return Result(
         ok=verdict is Verdict.SENT,
         retryable=verdict is Verdict.RETRY,
