@@ -15,16 +15,12 @@ from starlette.routing import Route
 
 from core.http import health
 from core.http.problems import install_problem_handlers, problem_for
-from core.intake.submit import (
-    Form,
-    Outcome,
-    SubmitRequest,
-    cors_origin,
-    notify_deliveries,
-    resolve_form,
-)
+from core.intake.checks import cors_origin
+from core.intake.form import Form, resolve_form
+from core.intake.submit import Outcome, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
+from core.intake.wakeup import notify_deliveries
 from core.platform.errors import PostbagError
 from core.platform.services import Services, utcnow
 

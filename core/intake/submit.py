@@ -1,76 +1,41 @@
 """The submit path (SPEC §4): resolve → parse → cheap checks → schema → one transaction.
 
-Every outcome that reaches storage is a status; the first check that applies decides it,
-in this order: honeypot (`spam`), origin, rate limit, Turnstile, schema (`quarantined`).
-Later checks are skipped once one applies, so a bot costs no Turnstile call.
+Every outcome that reaches storage is a status (`core.intake.checks` decides it); a repeat
+of an earlier submission gets that submission's receipt instead of a second row.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime
-from functools import lru_cache
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
-from core.intake.attachments import CheckedFile, check_files
+from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
-from core.intake.visitor import client_hash
+from core.intake.checks import decide, first_text, truthy
+from core.intake.files import store_files
+from core.intake.form import Form, month_of
+from core.intake.payload import acknowledgement
+from core.intake.turnstile import TURNSTILE_FIELD
 from core.owner.plans import PLANS
 from core.platform.db import Conn
-from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput, NotFound
+from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput
 from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
-from core.platform.storage import storage_for
 
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
-TURNSTILE_FIELD = "cf-turnstile-response"
-TURNSTILE_TIMEOUT = 2.0
 DOUBLE_SUBMIT_SECONDS = 60
 MAX_IDEMPOTENCY_KEY = 255
-MAX_SCHEMA_ERRORS = 20
-_FALSY = frozenset({"", "0", "false", "no", "off"})
-# What a ticked consent box (or a JSON client's consent value) sends.
-_CONSENT = frozenset({"on", "yes", "true", "1"})
-
-
-@dataclass(frozen=True, slots=True)
-class Form:
-    """A live form as the submit path sees it (read as the owner: the path is public)."""
-
-    id: str
-    organization_id: str
-    name: str
-    accepting: bool
-    allowed_origins: tuple[str, ...]
-    honeypot_field: str
-    redirect_url: str | None
-    retention_days: int | None
-    rate_limit_max: int
-    schema_mode: str
-    labels: Mapping[str, Any]
-    file_fields: Mapping[str, Any]
-    turnstile_secret: str | None
-    consent_field: str | None
-    ack_email: Mapping[str, Any] | None
-    plan: str
-    schema_version: int | None
-    schema: Mapping[str, Any] | None
-    month_submissions: int
-    recent_from_client: int
-    routes: list[dict[str, Any]]
-    client_hash: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,136 +65,6 @@ class Outcome:
     is_json: bool = False
 
 
-@dataclass(slots=True)
-class _Decision:
-    status: str = "accepted"
-    reason: str | None = None
-    schema_errors: list[dict[str, str]] = field(default_factory=list)
-
-
-def month_of(now: datetime) -> date:
-    """The usage-counter month of an instant (UTC calendar month)."""
-    return date(now.year, now.month, 1)
-
-
-async def resolve_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
-    """The live form `form_id` (NotFound for unknown or deleted forms)."""
-    hashed = client_hash(client, services.settings.require_secret_key())
-    if not form_id.startswith("frm_") or len(form_id) > 64:
-        raise NotFound("no such form")
-    row = await services.db.fetch_one(
-        queries["resolve_form"],
-        {"form_id": form_id, "client_hash": hashed, "now": now, "month": month_of(now)},
-    )
-    if row is None:
-        raise NotFound("no such form")
-    return Form(
-        id=row["id"],
-        organization_id=row["organization_id"],
-        name=row["name"],
-        accepting=row["accepting"],
-        allowed_origins=tuple(row["allowed_origins"]),
-        honeypot_field=row["honeypot_field"],
-        redirect_url=row["redirect_url"],
-        retention_days=row["retention_days"],
-        rate_limit_max=row["rate_limit_max"],
-        schema_mode=row["schema_mode"],
-        labels=row["labels"] or {},
-        file_fields=row["file_fields"] or {},
-        turnstile_secret=row["turnstile_secret"],
-        consent_field=row["consent_field"],
-        ack_email=row["ack_email"],
-        plan=row["plan"],
-        schema_version=row["schema_version"],
-        schema=row["schema"],
-        month_submissions=row["month_submissions"],
-        recent_from_client=row["recent_from_client"],
-        routes=row["routes"],
-        client_hash=hashed,
-    )
-
-
-def _normal_origin(origin: str) -> str:
-    return origin.strip().rstrip("/").lower()
-
-
-def origin_allowed(form: Form, origin: str | None) -> bool:
-    """Whether `origin` is on the form's allowlist (an empty list allows any origin)."""
-    if not form.allowed_origins:
-        return True
-    if not origin:
-        return False
-    return _normal_origin(origin) in {_normal_origin(o) for o in form.allowed_origins}
-
-
-def cors_origin(form: Form, origin: str | None) -> str | None:
-    """The value of `Access-Control-Allow-Origin` for this origin, or None for no CORS."""
-    if origin and origin != "null" and origin_allowed(form, origin):
-        return origin
-    return None
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(_truthy(item) for item in value)
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSY
-    return bool(value)
-
-
-def _consented(value: Any) -> bool:
-    if isinstance(value, list):
-        return len(value) == 1 and _consented(value[0])
-    if value is True or (isinstance(value, int) and not isinstance(value, bool) and value == 1):
-        return True
-    return isinstance(value, str) and value.strip().lower() in _CONSENT
-
-
-def _valid_address(value: Any) -> str | None:
-    address = _first_text(value)
-    if address is None or len(address) > 254:
-        return None
-    # Imported here: only forms that send acknowledgements need it.
-    from email_validator import EmailNotValidError, validate_email
-
-    try:
-        checked = validate_email(address.strip(), check_deliverability=False)
-    except EmailNotValidError:
-        return None
-    return str(checked.normalized)
-
-
-def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[str, Any] | None:
-    """The acknowledgement email an accepted submission gets (consent ticked, a valid
-    address in the form's field), or None: no consent or no valid address is no error."""
-    ack = form.ack_email
-    if status != "accepted" or not ack or not form.consent_field:
-        return None
-    if not _consented(values.get(form.consent_field)):
-        return None
-    address = _valid_address(values.get(str(ack.get("field"))))
-    if address is None:
-        return None
-    return {
-        "id": new_id("dlv"),
-        "max_attempts": MAX_ATTEMPTS["email"],
-        "target": {"to": [address]},
-        "template": {
-            "subject": ack.get("subject"),
-            "text": ack.get("text"),
-            "labels": dict(form.labels),
-            "field_order": list(values),
-            "form_name": form.name,
-        },
-    }
-
-
-def _first_text(value: Any) -> str | None:
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, str) and value else None
-
-
 def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
     """The canonical hash of what was submitted: fields (minus the per-request tokens) and
     each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
@@ -244,7 +79,7 @@ def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
 
 
 def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str | None:
-    key = request.idempotency_key or _first_text(fields.get(IDEMPOTENCY_FIELD))
+    key = request.idempotency_key or first_text(fields.get(IDEMPOTENCY_FIELD))
     if key is None:
         return None
     key = key.strip()
@@ -258,85 +93,6 @@ def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str |
     return key
 
 
-async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: str) -> str | None:
-    """None when the token verifies; else the quarantine reason. Never raises."""
-    if not token:
-        return "turnstile_failed"
-    # Imported here: only forms with a Turnstile secret need an HTTP client.
-    import httpx
-
-    try:
-        async with asyncio.timeout(TURNSTILE_TIMEOUT):
-            async with httpx.AsyncClient(timeout=TURNSTILE_TIMEOUT) as client:
-                response = await client.post(
-                    url, data={"secret": secret, "response": token, "remoteip": remote_ip}
-                )
-        if response.status_code != 200:
-            return "turnstile_unavailable"
-        body = response.json()
-    except (TimeoutError, httpx.HTTPError, ValueError):
-        return "turnstile_unavailable"
-    if not isinstance(body, dict):
-        return "turnstile_unavailable"
-    return None if body.get("success") is True else "turnstile_failed"
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    # Imported here: only `enforce` forms need it, and it is a third of a cold start.
-    import jsonschema
-
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-def schema_errors(schema: Mapping[str, Any], values: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The JSON Schema violations of `values` (at most 20); an unusable schema finds none."""
-    from jsonschema import SchemaError
-
-    try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
-    except SchemaError:
-        log.warning("form schema is not a valid JSON Schema; not enforced")
-        return []
-    errors = sorted(validator.iter_errors(dict(values)), key=lambda e: list(e.absolute_path))
-    return [
-        {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message[:300]}
-        for e in errors[:MAX_SCHEMA_ERRORS]
-    ]
-
-
-async def _decide(
-    services: Services,
-    form: Form,
-    request: SubmitRequest,
-    fields: Mapping[str, Any],
-    values: Mapping[str, Any],
-) -> _Decision:
-    if _truthy(fields.get(form.honeypot_field)):
-        return _Decision("spam", "honeypot")
-    if not origin_allowed(form, request.origin):
-        return _Decision("quarantined", "origin_rejected")
-    if form.recent_from_client >= form.rate_limit_max:
-        return _Decision("quarantined", "rate_limited")
-    if form.turnstile_secret:
-        reason = await verify_turnstile(
-            str(services.settings.turnstile_verify_url),
-            form.turnstile_secret,
-            _first_text(fields.get(TURNSTILE_FIELD)),
-            request.client,
-        )
-        if reason is not None:
-            return _Decision("quarantined", reason)
-    if form.schema_mode == "enforce" and form.schema is not None:
-        errors = schema_errors(form.schema, values)
-        if errors:
-            return _Decision("quarantined", "schema_violation", errors)
-    return _Decision()
-
-
 def _iso(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
@@ -346,42 +102,6 @@ def _locale(accept_language: str | None) -> str | None:
         return None
     first = accept_language.split(",")[0].split(";")[0].strip()
     return first[:35] or None
-
-
-async def _store_files(
-    services: Services, form: Form, submission_id: str, files: list[CheckedFile], now: datetime
-) -> list[dict[str, Any]]:
-    """Write each file under the submission's id, recording its key first."""
-    if not files:
-        return []
-    rows: list[dict[str, Any]] = []
-    for checked in files:
-        attachment_id = new_id("att")
-        rows.append(
-            {
-                "id": attachment_id,
-                "field": checked.upload.field,
-                "name": checked.upload.name,
-                "content_type": checked.content_type,
-                "size": checked.upload.size,
-                "sha256": checked.upload.sha256.hex(),
-                "storage_key": f"{form.organization_id}/{submission_id}/{attachment_id}",
-            }
-        )
-    async with services.db.connection() as conn:
-        await conn.execute(
-            queries["insert_stored_objects"],
-            {
-                "organization_id": form.organization_id,
-                "submission_id": submission_id,
-                "storage_keys": [row["storage_key"] for row in rows],
-                "now": now,
-            },
-        )
-    storage = storage_for(services.settings.storage_url)
-    for checked, row in zip(files, rows, strict=True):
-        await storage.put(row["storage_key"], checked.upload.path, content_type=row["content_type"])
-    return rows
 
 
 async def _find_previous(
@@ -457,8 +177,10 @@ async def _submit_parsed(
             return _repeat(previous, hashed, body.is_json)
         raise FormClosed("this form is not taking submissions")
 
-    decision = await _decide(services, form, request, fields, values)
-    test = _truthy(fields.get(TEST_FIELD))
+    decision = await decide(
+        services, form, fields, values, origin=request.origin, client=request.client
+    )
+    test = truthy(fields.get(TEST_FIELD))
     plan = PLANS[form.plan]
     counted = decision.status == "accepted" and not test
     over_quota = (
@@ -468,7 +190,7 @@ async def _submit_parsed(
     )
     flags = (["test"] if test else []) + (["over_quota"] if over_quota else [])
     submission_id = new_id("sub")
-    attachments = await _store_files(services, form, submission_id, files, now)
+    attachments = await store_files(services, form, submission_id, files, now)
     payload = {
         "event": "form.submitted",
         "receipt": submission_id,
@@ -582,41 +304,3 @@ def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str,
             {"id": row["id"], "name": row["name"], "type": row["content_type"], "size": row["size"]}
         )
     return grouped
-
-
-class _Waker:
-    """Coalesces wake-ups: at most one NOTIFY in flight per event loop, plus one more for
-    everything that asked while it was in flight."""
-
-    def __init__(self) -> None:
-        self.pending = False
-        self.running: asyncio.Task[None] | None = None
-
-    async def _run(self, services: Services) -> None:
-        while self.pending:
-            self.pending = False
-            try:
-                async with services.db.connection() as conn:
-                    await conn.execute(queries["notify_deliveries"], {"payload": ""})
-            except Exception:
-                log.warning("could not notify the delivery worker; it will poll")
-                return
-
-    async def wake(self, services: Services) -> None:
-        self.pending = True
-        if self.running is None or self.running.done():
-            self.running = asyncio.create_task(self._run(services))
-        # Waiting keeps a Lambda invocation alive until its wake-up went out.
-        await asyncio.shield(self.running)
-
-
-_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
-
-
-async def notify_deliveries(services: Services) -> None:
-    """Wake the delivery worker; a failure only delays delivery until its next poll."""
-    loop = asyncio.get_running_loop()
-    waker = _wakers.get(loop)
-    if waker is None:
-        waker = _wakers[loop] = _Waker()
-    await waker.wake(services)
