@@ -1,14 +1,96 @@
-"""What a stored submission sends: the acknowledgement email to the visitor."""
+"""What a stored submission sends and records: the webhook body (SPEC §5), one delivery per
+matching route, the acknowledgement email, and the events of the submission."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from core.destinations.channels import MAX_ATTEMPTS
-from core.intake.checks import consented, first_text
+from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
+from core.intake.checks import Decision, consented, first_text
 from core.intake.form import Form
 from core.platform.ids import new_id
+
+
+def _iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def _locale(accept_language: str | None) -> str | None:
+    if not accept_language:
+        return None
+    first = accept_language.split(",")[0].split(";")[0].strip()
+    return first[:35] or None
+
+
+def request_meta(
+    *, origin: str | None, referrer: str | None, accept_language: str | None
+) -> dict[str, Any]:
+    """Where a submission came from, as its payload and its row keep it."""
+    return {"origin": origin, "referrer": referrer, "locale": _locale(accept_language)}
+
+
+def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row["field"], []).append(
+            {"id": row["id"], "name": row["name"], "type": row["content_type"], "size": row["size"]}
+        )
+    return grouped
+
+
+def webhook_body(
+    form: Form,
+    submission_id: str,
+    values: Mapping[str, Any],
+    attachments: list[dict[str, Any]],
+    *,
+    meta: Mapping[str, Any],
+    test: bool,
+    now: datetime,
+) -> dict[str, Any]:
+    """The `form.submitted` body every destination of the submission is sent."""
+    return {
+        "event": "form.submitted",
+        "receipt": submission_id,
+        "form": form.id,
+        "submitted_at": _iso(now),
+        "test": test,
+        "values": values,
+        "attachments": _payload_attachments(attachments),
+        "meta": meta,
+    }
+
+
+def _template(form: Form, values: Mapping[str, Any], subject: Any, text: Any) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "text": text,
+        "labels": dict(form.labels),
+        "field_order": list(values),
+        "form_name": form.name,
+    }
+
+
+def route_deliveries(form: Form, values: Mapping[str, Any], status: str) -> list[dict[str, Any]]:
+    """One delivery for each of the form's routes that takes submissions of `status`."""
+    return [
+        {
+            "id": new_id("dlv"),
+            "route_id": route["route_id"],
+            "max_attempts": MAX_ATTEMPTS[route["channel"]],
+            "target": snapshot_target(route["channel"], route["config"]),
+            "template": _template(
+                form,
+                values,
+                (route["template"] or {}).get("subject"),
+                (route["template"] or {}).get("text"),
+            ),
+        }
+        for route in form.routes
+        if status in route["include_statuses"]
+    ]
 
 
 def _valid_address(value: Any) -> str | None:
@@ -40,11 +122,35 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
         "id": new_id("dlv"),
         "max_attempts": MAX_ATTEMPTS["email"],
         "target": {"to": [address]},
-        "template": {
-            "subject": ack.get("subject"),
-            "text": ack.get("text"),
-            "labels": dict(form.labels),
-            "field_order": list(values),
-            "form_name": form.name,
-        },
+        "template": _template(form, values, ack.get("subject"), ack.get("text")),
     }
+
+
+def submission_events(form: Form, decision: Decision, flags: list[str]) -> list[dict[str, Any]]:
+    """The events a stored submission records: received or quarantined, and schema drift."""
+    event_data = {
+        "form": form.id,
+        "status": decision.status,
+        "reason": decision.reason,
+        "flags": flags,
+    }
+    events: list[dict[str, Any]] = [
+        {
+            "type": "submission.quarantined"
+            if decision.status == "quarantined"
+            else "submission.received",
+            "data": event_data,
+        }
+    ]
+    if decision.schema_errors:
+        events.append(
+            {
+                "type": "schema.drift",
+                "data": {
+                    "form": form.id,
+                    "schema_version": form.schema_version,
+                    "errors": decision.schema_errors,
+                },
+            }
+        )
+    return events

@@ -16,13 +16,18 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
 from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
 from core.intake.checks import decide, first_text, truthy
 from core.intake.files import store_files
 from core.intake.form import Form, month_of
-from core.intake.payload import acknowledgement
+from core.intake.payload import (
+    acknowledgement,
+    request_meta,
+    route_deliveries,
+    submission_events,
+    webhook_body,
+)
 from core.intake.turnstile import TURNSTILE_FIELD
 from core.owner.plans import PLANS
 from core.platform.db import Conn
@@ -91,17 +96,6 @@ def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str |
             [{"field": IDEMPOTENCY_FIELD, "message": f"at most {MAX_IDEMPOTENCY_KEY} characters"}],
         )
     return key
-
-
-def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
-
-
-def _locale(accept_language: str | None) -> str | None:
-    if not accept_language:
-        return None
-    first = accept_language.split(",")[0].split(";")[0].strip()
-    return first[:35] or None
 
 
 async def _find_previous(
@@ -191,62 +185,14 @@ async def _submit_parsed(
     flags = (["test"] if test else []) + (["over_quota"] if over_quota else [])
     submission_id = new_id("sub")
     attachments = await store_files(services, form, submission_id, files, now)
-    payload = {
-        "event": "form.submitted",
-        "receipt": submission_id,
-        "form": form.id,
-        "submitted_at": _iso(now),
-        "test": test,
-        "values": values,
-        "attachments": _payload_attachments(attachments),
-        "meta": {
-            "origin": request.origin,
-            "referrer": request.referrer,
-            "locale": _locale(request.accept_language),
-        },
-    }
-    deliveries = [
-        {
-            "id": new_id("dlv"),
-            "route_id": route["route_id"],
-            "max_attempts": MAX_ATTEMPTS[route["channel"]],
-            "target": snapshot_target(route["channel"], route["config"]),
-            "template": {
-                "subject": (route["template"] or {}).get("subject"),
-                "text": (route["template"] or {}).get("text"),
-                "labels": dict(form.labels),
-                "field_order": list(values),
-                "form_name": form.name,
-            },
-        }
-        for route in form.routes
-        if decision.status in route["include_statuses"]
-    ]
-    event_data = {
-        "form": form.id,
-        "status": decision.status,
-        "reason": decision.reason,
-        "flags": flags,
-    }
-    events: list[dict[str, Any]] = [
-        {
-            "type": "submission.quarantined"
-            if decision.status == "quarantined"
-            else "submission.received",
-            "data": event_data,
-        }
-    ]
-    if decision.schema_errors:
-        events.append(
-            {
-                "type": "schema.drift",
-                "data": {
-                    "form": form.id,
-                    "schema_version": form.schema_version,
-                    "errors": decision.schema_errors,
-                },
-            }
-        )
+    meta = request_meta(
+        origin=request.origin,
+        referrer=request.referrer,
+        accept_language=request.accept_language,
+    )
+    payload = webhook_body(form, submission_id, values, attachments, meta=meta, test=test, now=now)
+    deliveries = route_deliveries(form, values, decision.status)
+    events = submission_events(form, decision, flags)
     ack = acknowledgement(form, values, decision.status)
     retention = form.retention_days if form.retention_days is not None else plan.retention_days
     params = {
@@ -257,7 +203,7 @@ async def _submit_parsed(
         "reason": decision.reason,
         "flags": flags,
         "values": Jsonb(values),
-        "meta": Jsonb(payload["meta"]),
+        "meta": Jsonb(meta),
         "idempotency_key": key,
         "payload_hash": hashed,
         "client_hash": form.client_hash,
@@ -295,12 +241,3 @@ async def _submit_parsed(
         deliveries=row["deliveries"],
         is_json=body.is_json,
     )
-
-
-def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        grouped.setdefault(row["field"], []).append(
-            {"id": row["id"], "name": row["name"], "type": row["content_type"], "size": row["size"]}
-        )
-    return grouped
