@@ -39,7 +39,6 @@ from core.platform.services import Services
 
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
-DOUBLE_SUBMIT_SECONDS = 60
 MAX_IDEMPOTENCY_KEY = 255
 
 
