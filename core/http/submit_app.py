@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from core.http import health
 from core.http.problems import install_problem_handlers, problem_for
-from core.intake.checks import cors_origin
+from core.intake.checks import origin_allowed
 from core.intake.form import Form, resolve_form
 from core.intake.submit import Outcome, SubmitRequest
 from core.intake.submit import submit as run_submit
@@ -49,10 +49,10 @@ body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padd
 
 
 def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
-    allowed = cors_origin(form, origin) if form is not None else None
-    if allowed is None:
+    """Echo an origin on the form's allowlist; an opaque (`null`) origin is never echoed."""
+    if form is None or not origin or origin == "null" or not origin_allowed(form, origin):
         return {"Vary": "Origin"}
-    return {"Access-Control-Allow-Origin": allowed, "Vary": "Origin"}
+    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
 
 
 def _wants_json(request: Request, outcome: Outcome) -> bool:

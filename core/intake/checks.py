@@ -43,13 +43,6 @@ def origin_allowed(form: Form, origin: str | None) -> bool:
     return _normal_origin(origin) in {_normal_origin(o) for o in form.allowed_origins}
 
 
-def cors_origin(form: Form, origin: str | None) -> str | None:
-    """The value of `Access-Control-Allow-Origin` for this origin, or None for no CORS."""
-    if origin and origin != "null" and origin_allowed(form, origin):
-        return origin
-    return None
-
-
 def truthy(value: Any) -> bool:
     """Whether a field's value means yes (a honeypot filled in, `_test` set)."""
     if isinstance(value, list):
