@@ -17,7 +17,7 @@ from core.http import health
 from core.http.problems import install_problem_handlers, problem_for
 from core.intake.checks import origin_allowed
 from core.intake.form import Form, resolve_form
-from core.intake.submit import Outcome, SubmitRequest
+from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
 from core.intake.wakeup import notify_deliveries
@@ -55,8 +55,8 @@ def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
     return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
 
 
-def _wants_json(request: Request, outcome: Outcome) -> bool:
-    return outcome.is_json or "application/json" in request.headers.get("accept", "")
+def _wants_json(request: Request, receipt: Receipt) -> bool:
+    return receipt.is_json or "application/json" in request.headers.get("accept", "")
 
 
 def _redirect_target(redirect_url: str, receipt: str) -> str:
@@ -65,17 +65,17 @@ def _redirect_target(redirect_url: str, receipt: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def _answer(request: Request, form: Form, outcome: Outcome, headers: dict[str, str]) -> Response:
-    if _wants_json(request, outcome):
-        body: dict[str, Any] = {"receipt": outcome.receipt, "status": "received"}
-        if outcome.duplicate:
+def _answer(request: Request, form: Form, receipt: Receipt, headers: dict[str, str]) -> Response:
+    if _wants_json(request, receipt):
+        body: dict[str, Any] = {"receipt": receipt.id, "status": "received"}
+        if receipt.duplicate:
             body["duplicate"] = True
-        return JSONResponse(body, status_code=200 if outcome.duplicate else 201, headers=headers)
+        return JSONResponse(body, status_code=200 if receipt.duplicate else 201, headers=headers)
     if form.redirect_url:
         return RedirectResponse(
-            _redirect_target(form.redirect_url, outcome.receipt), status_code=303, headers=headers
+            _redirect_target(form.redirect_url, receipt.id), status_code=303, headers=headers
         )
-    return HTMLResponse(_THANK_YOU.format(receipt=html.escape(outcome.receipt)), headers=headers)
+    return HTMLResponse(_THANK_YOU.format(receipt=html.escape(receipt.id)), headers=headers)
 
 
 def _client(request: Request, services: Services) -> str:
@@ -95,7 +95,7 @@ async def submit(request: Request) -> Response:
     form: Form | None = None
     try:
         form = await resolve_form(services, form_id, client=client, now=now)
-        outcome = await run_submit(
+        receipt = await run_submit(
             services,
             form,
             SubmitRequest(
@@ -114,8 +114,8 @@ async def submit(request: Request) -> Response:
         refusal = problem_for(exc)
         refusal.headers.update(_cors_headers(form, origin))
         return refusal
-    response = _answer(request, form, outcome, _cors_headers(form, origin))
-    if outcome.deliveries:
+    response = _answer(request, form, receipt, _cors_headers(form, origin))
+    if receipt.deliveries:
         response.background = BackgroundTask(notify_deliveries, services)
     return response
 

@@ -57,10 +57,10 @@ class SubmitRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """The answer to a submit: a receipt, and whether it was a repeat of an earlier one."""
+class Receipt:
+    """What a submit stored: the submission's id, and whether it repeated an earlier one."""
 
-    receipt: str
+    id: str
     duplicate: bool
     status: str
     reason: str | None = None
@@ -113,10 +113,10 @@ async def _find_previous(
     return await cur.fetchone()
 
 
-def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -> Outcome:
+def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -> Receipt:
     if bytes(previous["payload_hash"]) != hashed_payload:
         raise IdempotencyConflict("this idempotency key was used with a different payload")
-    return Outcome(receipt=previous["id"], duplicate=True, status="received", is_json=is_json)
+    return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json)
 
 
 def _lock_key(form: Form, hashed_payload: bytes) -> int:
@@ -142,7 +142,7 @@ async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
 
 async def submit(
     services: Services, form: Form, request: SubmitRequest, *, now: datetime
-) -> Outcome:
+) -> Receipt:
     """Parse, check and store one submission; the caller answers and then notifies."""
     body = await parse_body(request.content_type, request.content_length, request.body)
     try:
@@ -153,7 +153,7 @@ async def submit(
 
 async def _submit_parsed(
     services: Services, form: Form, request: SubmitRequest, body: ParsedBody, *, now: datetime
-) -> Outcome:
+) -> Receipt:
     fields = body.fields
     key = _idempotency_key(request, fields)
     reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
@@ -231,8 +231,8 @@ async def _submit_parsed(
             "detail": {"status": decision.status, "reason": decision.reason, "flags": flags},
         },
     )
-    return Outcome(
-        receipt=submission_id,
+    return Receipt(
+        id=submission_id,
         duplicate=False,
         status=decision.status,
         reason=decision.reason,
