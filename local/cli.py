@@ -13,12 +13,13 @@ import uvloop
 from core.destinations.http import close_shared_client
 from core.owner.organizations import create_api_key, create_organization, set_plan
 from core.owner.plans import PLAN_NAMES
+from core.platform.clock import utcnow
 from core.platform.db import connect
 from core.platform.errors import PostbagError
 from core.platform.logs import configure_logging
 from core.platform.migrate import migrate
 from core.platform.scope import OrgScope
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.platform.settings import Settings, load_settings
 from core.ticks.registry import TICKS, run_pass
 from local.embedded import embedded_database_url, local_secret_key

@@ -14,8 +14,9 @@ import uvicorn
 from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.submit_app import create_submit_app
+from core.platform.clock import utcnow
 from core.platform.logs import log
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.ticks.registry import TICKS, Tick, run_pass
 
 ASGIApp = Callable[

@@ -7,7 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from core.platform.services import Services, utcnow
+from core.platform.clock import utcnow
+from core.platform.services import Services
 
 
 def get_services(request: Request) -> Services:

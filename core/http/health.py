@@ -5,8 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from core.platform.clock import utcnow
 from core.platform.health import check_health
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 
 
 async def health(request: Request) -> JSONResponse:

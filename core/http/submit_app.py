@@ -21,8 +21,9 @@ from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
 from core.intake.wakeup import notify_deliveries
+from core.platform.clock import utcnow
 from core.platform.errors import PostbagError
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
 

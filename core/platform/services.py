@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from core.platform.db import Database
 from core.platform.settings import Settings
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(slots=True)

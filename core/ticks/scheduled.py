@@ -8,7 +8,8 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from core.platform.services import Services, utcnow
+from core.platform.clock import utcnow
+from core.platform.services import Services
 from core.ticks.registry import TICKS, run_pass
 
 # Time kept back from the invocation for the last writes and the heartbeat; a short

@@ -28,9 +28,9 @@ import httpx
 from core.destinations import http
 from core.destinations.webhook import body_bytes, signature_headers
 from core.outbox import store as outbox
+from core.platform.clock import utcnow
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
-from core.platform.services import utcnow
 from tests.bench.receiver import start_receiver
 from tests.conftest import create_database, database_url, drop_database, subprocess_env
 from tests.support.outbox import make_destination, make_many, make_tenant

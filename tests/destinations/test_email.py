@@ -17,8 +17,9 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from core.destinations.registry import email as email_adapter
 from core.destinations.text import message
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     SUBMITTED_AT,
     attempts,

@@ -15,7 +15,8 @@ from cryptography.x509.oid import NameOID
 from core.destinations import http
 from core.destinations.ssrf import PinnedTarget, ResolutionFailed, TargetRefused, pin, refused
 from core.outbox.worker import Deliverer, WorkerOptions
-from core.platform.services import Services, utcnow
+from core.platform.clock import utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     close_http,  # noqa: F401
     delivery,

@@ -3,8 +3,9 @@ from __future__ import annotations
 import json
 
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     TELEGRAM_TOKEN,
     attempts,

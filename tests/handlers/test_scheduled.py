@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import utcnow
 from tests.conftest import TEST_SECRET_KEY, subprocess_env
 from tests.local.test_cli import postbag
 from tests.support.lambdas import FakeContext, invoke, load_event

@@ -5,8 +5,9 @@ from typing import Any
 import pytest
 
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.destinations.test_email import SENDER, ses  # noqa: F401
 from tests.support.outbox import close_http, with_settings  # noqa: F401
 from tests.support.submit import rows, setup_form, submit_client

@@ -12,9 +12,10 @@ import pytest
 
 from core.http.submit_app import create_submit_app
 from core.intake.visitor import client_address
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.queries import queries
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.platform.settings import load_settings
 from tests.support.submit import (
     FakeTurnstile,

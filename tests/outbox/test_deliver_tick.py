@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from local.runner import cron_loop, listen
 from tests.conftest import TEST_SECRET_KEY, subprocess_env
 from tests.local.test_cli import postbag

@@ -6,8 +6,9 @@ import pytest
 
 from core.outbox import store as outbox
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     attempts,
     close_http,  # noqa: F401

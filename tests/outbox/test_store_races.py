@@ -14,8 +14,9 @@ from datetime import timedelta
 import pytest
 
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.conftest import subprocess_env
 from tests.support.outbox import (
     attempts,

@@ -12,8 +12,9 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from core.destinations.webhook import signing_key
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     WHSEC,
     attempts,

@@ -7,10 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 from core.outbox.store import month_of
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.scope import OrgScope
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.ticks.retention import run_retention
 from tests.conftest import make_org, subprocess_env
 from tests.local.test_cli import postbag

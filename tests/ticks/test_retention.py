@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.errors import StorageError
 from core.platform.health import check_health
 from core.platform.ids import new_id
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.ticks.retention import RetentionOptions, run_retention
 from tests.conftest import make_org
 from tests.intake.test_attachments import _object_exists, pdf, storage_url  # noqa: F401

@@ -25,8 +25,8 @@ from core.http.dashboard.pages import (
 )
 from core.http.dashboard.sessions import close_session, open_session
 from core.http.problems import http_error_response, problem_for, status_and_code
+from core.platform.clock import utcnow
 from core.platform.errors import PostbagError, Unauthenticated
-from core.platform.services import utcnow
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 

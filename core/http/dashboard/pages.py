@@ -13,7 +13,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from core.http.dashboard.sessions import DashboardSession, load_session
-from core.platform.services import Services, utcnow
+from core.platform.clock import utcnow
+from core.platform.services import Services
 
 SESSION_COOKIE = "pb_session"
 SIGN_IN_COOKIE = "pb_sign_in"

@@ -26,9 +26,10 @@ from core.http.v1.submissions import _position, submissions_attachment
 from core.outbox import deliveries
 from core.owner import alerts, destinations, events, forms, routes
 from core.owner.forms import invalid_input
+from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, NotFound, PostbagError
 from core.platform.pagination import encode_cursor
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.platform.storage import storage_for
 from core.submissions import records as submissions
 

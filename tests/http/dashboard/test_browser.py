@@ -26,8 +26,9 @@ import pytest
 import uvicorn
 
 from core.destinations.http import close_shared_client
+from core.platform.clock import utcnow
 from core.platform.db import connect
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
 from local.runner import combined_app

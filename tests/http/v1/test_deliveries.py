@@ -8,8 +8,9 @@ import pytest
 
 from core.http.api_app import create_api_app
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.outbox import (
     Tenant,
     api_key,

@@ -4,8 +4,9 @@ import csv
 import io
 from datetime import timedelta
 
+from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from tests.support.submit import api_client, rows, setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
