@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from core.intake.visitor import client_hash
+from core.platform.clock import month_of
 from core.platform.errors import NotFound
 from core.platform.queries import queries
 from core.platform.services import Services
@@ -39,11 +40,6 @@ class Form:
     recent_from_client: int
     routes: list[dict[str, Any]]
     client_hash: bytes
-
-
-def month_of(now: datetime) -> date:
-    """The usage-counter month of an instant (UTC calendar month)."""
-    return date(now.year, now.month, 1)
 
 
 async def resolve_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:

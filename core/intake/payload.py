@@ -10,11 +10,8 @@ from typing import Any
 from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
 from core.intake.checks import Decision, consented, first_text
 from core.intake.form import Form
+from core.platform.clock import iso_ms
 from core.platform.ids import new_id
-
-
-def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
 def _locale(accept_language: str | None) -> str | None:
@@ -55,7 +52,7 @@ def webhook_body(
         "event": "form.submitted",
         "receipt": submission_id,
         "form": form.id,
-        "submitted_at": _iso(now),
+        "submitted_at": iso_ms(now),
         "test": test,
         "values": values,
         "attachments": _payload_attachments(attachments),

@@ -20,7 +20,7 @@ from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
 from core.intake.checks import decide, first_text, truthy
 from core.intake.files import store_files
-from core.intake.form import Form, month_of
+from core.intake.form import Form
 from core.intake.payload import (
     acknowledgement,
     request_meta,
@@ -30,6 +30,7 @@ from core.intake.payload import (
 )
 from core.intake.turnstile import TURNSTILE_FIELD
 from core.owner.plans import PLANS
+from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput
 from core.platform.ids import new_id

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from core.destinations.base import DeliveryContext, ValidationContext
 from core.destinations.registry import ADAPTERS
 from core.destinations.ssrf import Resolver, system_resolver
+from core.platform.clock import iso_ms
 from core.platform.db import Conn
 from core.platform.errors import (
     DeliveryInProgress,
@@ -127,7 +128,7 @@ def sample_payload(now: datetime) -> dict[str, Any]:
         "event": "form.submitted",
         "receipt": "sub_test",
         "form": "frm_test",
-        "submitted_at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "submitted_at": iso_ms(now),
         "test": True,
         "values": {"email": "visitor@example.com", "message": "A test from Postbag."},
         "attachments": {},

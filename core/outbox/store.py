@@ -7,22 +7,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
 from core.owner.plans import PLANS
+from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.queries import queries
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
-
-
-def month_of(now: datetime) -> date:
-    """The calendar month (UTC) usage is counted in."""
-    return now.astimezone(UTC).date().replace(day=1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Literal
 
 from core.owner.plans import PLANS, Plan
+from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.errors import PlanLimitReached
 from core.platform.queries import queries
@@ -56,12 +57,6 @@ async def reserve(conn: Conn, scope: OrgScope, *, kind: CountedKind) -> None:
     limit = plan.max_forms if kind == "forms" else plan.max_destinations
     if limit is not None and await _count(conn, scope, kind) >= limit:
         raise PlanLimitReached(f"the {plan.name} plan allows {limit} {kind}")
-
-
-def month_of(now: datetime) -> date:
-    """The calendar month (UTC, as the first day) that `now` falls in."""
-    now = now.astimezone(UTC)
-    return date(now.year, now.month, 1)
 
 
 @scoped

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from psycopg.types.json import Jsonb
 
 from core.destinations.registry import ADAPTERS
+from core.platform.clock import iso_ms
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.logs import log
@@ -45,10 +46,6 @@ class DigestOptions:
     periods_per_route: int = 48
 
 
-def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
-
-
 def digest_payload(
     route: Mapping[str, Any],
     window: Window,
@@ -58,17 +55,17 @@ def digest_payload(
     public_url: str,
 ) -> dict[str, Any]:
     """What a digest delivery sends: the summary, rendered by the destination's type."""
-    query = urlencode({"form": route["form_id"], "since": _iso(window.start)})
+    query = urlencode({"form": route["form_id"], "since": iso_ms(window.start)})
     submissions = [
-        {**item, "submitted_at": _iso(datetime.fromisoformat(item["submitted_at"]))}
+        {**item, "submitted_at": iso_ms(datetime.fromisoformat(item["submitted_at"]))}
         for item in listed
     ]
     summary: dict[str, Any] = {
         "event": "form.digest",
         "form": route["form_id"],
         "period": window.key,
-        "period_start": _iso(window.start),
-        "period_end": _iso(window.end),
+        "period_start": iso_ms(window.start),
+        "period_end": iso_ms(window.end),
         "count": count,
         "submissions": submissions,
         "more_url": f"{public_url.rstrip('/')}/v1/submissions?{query}",

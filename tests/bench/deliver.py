@@ -28,7 +28,7 @@ import httpx
 from core.destinations import http
 from core.destinations.webhook import body_bytes, signature_headers
 from core.outbox import store as outbox
-from core.platform.clock import utcnow
+from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from tests.bench.receiver import start_receiver
@@ -293,7 +293,7 @@ async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
                     "max_orgs": 200,
                     "lease": timedelta(minutes=5),
                     "limits": "{}",
-                    "month": outbox.month_of(utcnow()),
+                    "month": month_of(utcnow()),
                 },
             )
             timings["plan"] = "\n".join(row["QUERY PLAN"] for row in await plan.fetchall())

@@ -6,7 +6,7 @@ import pytest
 
 from core.outbox import store as outbox
 from core.outbox.worker import Deliverer, WorkerOptions
-from core.platform.clock import utcnow
+from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.outbox import (
@@ -170,7 +170,7 @@ async def test_deliver__over_quota_is_held_then_released_by_an_upgrade(
         await conn.execute(
             "INSERT INTO usage_counters (organization_id, month, submissions)"
             " VALUES (%(org)s, %(month)s, 101)",
-            {"org": tenant.org, "month": outbox.month_of(now)},
+            {"org": tenant.org, "month": month_of(now)},
         )
         _, within = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
         _, over = await make_delivery(
@@ -202,7 +202,7 @@ async def test_deliver__over_quota_released_by_a_new_month(services: Services, c
         await conn.execute(
             "INSERT INTO usage_counters (organization_id, month, submissions)"
             " VALUES (%(org)s, %(month)s, 500)",
-            {"org": tenant.org, "month": outbox.month_of(now)},
+            {"org": tenant.org, "month": month_of(now)},
         )
         _, over = await make_delivery(
             conn, tenant, dst, rte, target={"url": peer.url}, flags=["over_quota"]

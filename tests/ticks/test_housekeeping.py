@@ -6,8 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from core.outbox.store import month_of
-from core.platform.clock import utcnow
+from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.scope import OrgScope
