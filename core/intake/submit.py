@@ -1,7 +1,9 @@
-"""The submit path (SPEC §4): resolve → parse → cheap checks → schema → one transaction.
+"""The submit path (SPEC §4): parse → checks → files to storage → one insert statement.
 
-Every outcome that reaches storage is a status (`core.intake.checks` decides it); a repeat
-of an earlier submission gets that submission's receipt instead of a second row.
+The HTTP layer resolves the form (`core.intake.form`), calls `submit`, answers, then wakes
+the worker (`core.intake.wakeup`). Every submission that reaches storage gets a status
+(`core.intake.checks` decides it); a repeat of an earlier one (the same idempotency key, or
+without one the same client and payload within 60 seconds) gets its receipt instead.
 """
 
 from __future__ import annotations
@@ -68,77 +70,6 @@ class Receipt:
     flags: tuple[str, ...] = ()
     deliveries: int = 0
     is_json: bool = False
-
-
-def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
-    """The canonical hash of what was submitted: fields (minus the per-request tokens) and
-    each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
-    canonical = {
-        "values": {
-            k: v for k, v in fields.items() if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD)
-        },
-        "files": sorted([f.field, f.name, f.sha256.hex()] for f in files),
-    }
-    raw = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).digest()
-
-
-def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str | None:
-    key = request.idempotency_key or first_text(fields.get(IDEMPOTENCY_FIELD))
-    if key is None:
-        return None
-    key = key.strip()
-    if not key:
-        return None
-    if len(key) > MAX_IDEMPOTENCY_KEY:
-        raise InvalidInput(
-            "the idempotency key is too long",
-            [{"field": IDEMPOTENCY_FIELD, "message": f"at most {MAX_IDEMPOTENCY_KEY} characters"}],
-        )
-    return key
-
-
-async def _find_previous(
-    conn: Conn, form: Form, key: str | None, hashed_payload: bytes, now: datetime
-) -> dict[str, Any] | None:
-    cur = await conn.execute(
-        queries["find_previous_submission"],
-        {
-            "form_id": form.id,
-            "idempotency_key": key,
-            "client_hash": form.client_hash,
-            "payload_hash": hashed_payload,
-            "now": now,
-        },
-    )
-    return await cur.fetchone()
-
-
-def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -> Receipt:
-    if bytes(previous["payload_hash"]) != hashed_payload:
-        raise IdempotencyConflict("this idempotency key was used with a different payload")
-    return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json)
-
-
-def _lock_key(form: Form, hashed_payload: bytes) -> int:
-    digest = hashlib.sha256(form.id.encode() + form.client_hash + hashed_payload).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
-    """Run the submit transaction: one statement, so one round trip and its own transaction
-    on the autocommit connection. Without an idempotency key it takes the double-submit lock
-    (`params["lock_key"]`) and looks for a repeat after it (see `insert_submission`).
-    """
-    for _ in range(3):
-        async with services.db.connection() as conn:
-            cur = await conn.execute(queries["insert_submission"], params)
-            row = await cur.fetchone()
-        if row is not None:
-            return row
-        # A concurrent submit with the same key committed after this statement's snapshot
-        # (ON CONFLICT DO NOTHING found it): run again to read it.
-    raise psycopg.OperationalError("idempotency key kept conflicting")  # pragma: no cover
 
 
 async def submit(
@@ -241,3 +172,74 @@ async def _submit_parsed(
         deliveries=row["deliveries"],
         is_json=body.is_json,
     )
+
+
+def _idempotency_key(request: SubmitRequest, fields: Mapping[str, Any]) -> str | None:
+    key = request.idempotency_key or first_text(fields.get(IDEMPOTENCY_FIELD))
+    if key is None:
+        return None
+    key = key.strip()
+    if not key:
+        return None
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidInput(
+            "the idempotency key is too long",
+            [{"field": IDEMPOTENCY_FIELD, "message": f"at most {MAX_IDEMPOTENCY_KEY} characters"}],
+        )
+    return key
+
+
+def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
+    """The canonical hash of what was submitted: fields (minus the per-request tokens) and
+    each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
+    canonical = {
+        "values": {
+            k: v for k, v in fields.items() if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD)
+        },
+        "files": sorted([f.field, f.name, f.sha256.hex()] for f in files),
+    }
+    raw = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).digest()
+
+
+async def _find_previous(
+    conn: Conn, form: Form, key: str | None, hashed_payload: bytes, now: datetime
+) -> dict[str, Any] | None:
+    cur = await conn.execute(
+        queries["find_previous_submission"],
+        {
+            "form_id": form.id,
+            "idempotency_key": key,
+            "client_hash": form.client_hash,
+            "payload_hash": hashed_payload,
+            "now": now,
+        },
+    )
+    return await cur.fetchone()
+
+
+def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -> Receipt:
+    if bytes(previous["payload_hash"]) != hashed_payload:
+        raise IdempotencyConflict("this idempotency key was used with a different payload")
+    return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json)
+
+
+def _lock_key(form: Form, hashed_payload: bytes) -> int:
+    digest = hashlib.sha256(form.id.encode() + form.client_hash + hashed_payload).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
+    """Run the submit transaction: one statement, so one round trip and its own transaction
+    on the autocommit connection. Without an idempotency key it takes the double-submit lock
+    (`params["lock_key"]`) and looks for a repeat after it (see `insert_submission`).
+    """
+    for _ in range(3):
+        async with services.db.connection() as conn:
+            cur = await conn.execute(queries["insert_submission"], params)
+            row = await cur.fetchone()
+        if row is not None:
+            return row
+        # A concurrent submit with the same key committed after this statement's snapshot
+        # (ON CONFLICT DO NOTHING found it): run again to read it.
+    raise psycopg.OperationalError("idempotency key kept conflicting")  # pragma: no cover
