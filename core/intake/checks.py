@@ -68,7 +68,7 @@ def first_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-async def decide(
+async def decide_status(
     services: Services,
     form: Form,
     fields: Mapping[str, Any],

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
-from core.intake.checks import decide, first_text, truthy
+from core.intake.checks import decide_status, first_text, truthy
 from core.intake.files import store_files
 from core.intake.form import Form
 from core.intake.payload import (
@@ -102,7 +102,7 @@ async def _submit_parsed(
             return _repeat(previous, hashed, body.is_json)
         raise FormClosed("this form is not taking submissions")
 
-    decision = await decide(
+    decision = await decide_status(
         services, form, fields, values, origin=request.origin, client=request.client
     )
     test = truthy(fields.get(TEST_FIELD))
