@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from core.destinations.channels import MAX_ATTEMPTS, snapshot_target
 from core.intake.checks import Decision, consented, first_text
 from core.intake.form import Form
 from core.platform.clock import iso_ms
@@ -76,8 +75,6 @@ def route_deliveries(form: Form, values: Mapping[str, Any], status: str) -> list
         {
             "id": new_id("dlv"),
             "route_id": route["route_id"],
-            "max_attempts": MAX_ATTEMPTS[route["channel"]],
-            "target": snapshot_target(route["channel"], route["config"]),
             "template": _template(
                 form,
                 values,
@@ -117,7 +114,6 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
         return None
     return {
         "id": new_id("dlv"),
-        "max_attempts": MAX_ATTEMPTS["email"],
         "target": {"to": [address]},
         "template": _template(form, values, ack.get("subject"), ack.get("text")),
     }

@@ -16,8 +16,8 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
                AND c.received_at > %(now)s - make_interval(secs => f.rate_limit_per_seconds)
              LIMIT f.rate_limit_max) recent) AS recent_from_client,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
-                            'route_id', r.id, 'destination_id', d.id, 'channel', d.type,
-                            'config', d.config, 'include_statuses', r.include_statuses,
+                            'route_id', r.id, 'destination_id', d.id,
+                            'include_statuses', r.include_statuses,
                             'template', r.template) ORDER BY r.id)
                    FROM routes r
                    JOIN destinations d
