@@ -10,9 +10,10 @@ import pytest
 
 from core.destinations.chat import redact_url
 from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.ids import new_id
-from core.platform.services import Services, utcnow
+from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create, error_fields, tenant
 from tests.support.outbox import (
