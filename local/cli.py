@@ -1,4 +1,4 @@
-"""The `postbag` command line (SPEC §8)."""
+"""The `postbag` command line (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The status a submission is stored with (SPEC §4), and how field values read as yes or no.
+"""The status a submission is stored with (docs/submit.md), and how field values read as yes or no.
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
 rate limit, Turnstile, schema (`quarantined`). Later checks are skipped once one applies,

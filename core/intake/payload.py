@@ -1,4 +1,4 @@
-"""What a stored submission sends and records: the webhook body (SPEC §5), one delivery per
+"""What a stored submission sends and records: the webhook body (docs/webhooks.md), one delivery per
 matching route, the acknowledgement email, and the events of the submission."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The submit path (SPEC §4): parse → checks → files to storage → one insert statement.
+"""The submit path (docs/submit.md): parse → checks → files to storage → one insert statement.
 
 The HTTP layer resolves the form (`core.intake.form`), calls `submit`, answers, then wakes
 the worker (`core.intake.wakeup`). Every submission that reaches storage gets a status

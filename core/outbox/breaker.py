@@ -1,4 +1,4 @@
-"""Storm throttling as a pass sees it (SPEC §5): a destination that failed too often in a row
+"""Storm throttling as a pass sees it (docs/delivery.md): a destination that failed too often in a row
 gets one probe per window; its other deliveries are parked until a probe succeeds."""
 
 from __future__ import annotations

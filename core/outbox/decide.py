@@ -1,4 +1,4 @@
-"""What a send's result makes of its delivery (SPEC §5): the outcome the completer writes.
+"""What a send's result makes of its delivery (docs/delivery.md): the outcome the completer writes.
 
 Pure, like the backoff rules it applies: time and randomness are passed in.
 """

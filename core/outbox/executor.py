@@ -1,4 +1,4 @@
-"""The executor of a pass: one claim from its live checks to its written outcome (SPEC §5).
+"""The executor of a pass: one claim from its live checks to its written outcome (docs/delivery.md).
 
 The live skip check, the quota hold, the per-destination gate, the breaker's say on a
 failing destination, the adapter's send, then `decide` and the completer.

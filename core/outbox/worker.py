@@ -1,4 +1,4 @@
-"""One bounded pass of the outbox worker (SPEC §5).
+"""One bounded pass of the outbox worker (docs/delivery.md).
 
 A pass claims due deliveries in short transactions (the producer), sends them concurrently
 through their adapters (the executor: one shared HTTP client per process, bounded

@@ -29,7 +29,7 @@ from core.platform.vocabulary import SchemaMode
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_FILES_PER_FIELD = 5
 
-# SPEC §4's supported formats, by extension and by exact MIME type; both spellings may be
+# The supported formats (docs/submit.md), by extension and by exact MIME type; both spellings may be
 # declared on a file field, and the submit path checks the bytes against them.
 SUPPORTED_FILE_TYPES: Mapping[str, str] = {
     ".png": "image/png",

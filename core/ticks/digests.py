@@ -1,4 +1,4 @@
-"""The digest tick (SPEC §6): one summary delivery per closed period of a digest route.
+"""The digest tick (docs/scheduled.md): one summary delivery per closed period of a digest route.
 
 For each live route in `digest` mode, the periods after its last digest (from the period
 holding the route's creation when it has none) are visited oldest first, jumping straight

@@ -1,4 +1,4 @@
-"""The retention tick (SPEC §6): expire values past `erase_at`, delete stored files, sweep
+"""The retention tick (docs/scheduled.md): expire values past `erase_at`, delete stored files, sweep
 orphans, and the housekeeping (schema inference, destination health, quota release).
 
 Every step is a short transaction or one statement, so a million expired rows never hold
