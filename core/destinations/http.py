@@ -61,7 +61,7 @@ async def post(
     server_hostname: str | None = None,
     retry_after: Callable[[bytes], float | None] | None = None,
 ) -> Result:
-    """POST `content` and classify the answer (the outcome rules of docs/delivery.md); never raises for I/O.
+    """POST `content` and classify the answer (docs/delivery.md); never raises for I/O.
 
     `server_hostname` is the name TLS presents and verifies when `url` names the address
     the SSRF guard checked instead of the host.

@@ -1,4 +1,4 @@
-"""When to try a delivery again: outcome classification, backoff and `Retry-After` (docs/delivery.md).
+"""When to try a delivery again: classification, backoff and `Retry-After` (docs/delivery.md).
 
 Pure functions of their arguments (time and randomness are passed in), so the rules are
 tested without a database or a clock.

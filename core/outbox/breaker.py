@@ -1,5 +1,6 @@
-"""Storm throttling as a pass sees it (docs/delivery.md): a destination that failed too often in a row
-gets one probe per window; its other deliveries are parked until a probe succeeds."""
+"""Storm throttling as a pass sees it (docs/delivery.md): a destination that failed too
+often in a row gets one probe per window; its other deliveries are parked until a probe
+succeeds."""
 
 from __future__ import annotations
 

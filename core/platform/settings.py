@@ -1,4 +1,4 @@
-"""Configuration, read once from `POSTBAG_*` environment variables (docs/development.md#configuration).
+"""Configuration, read once from `POSTBAG_*` environment variables (docs/development.md).
 
 Plain parsing, no settings framework: this module is on every handler's cold-start path,
 so it imports only the standard library.
