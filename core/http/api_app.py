@@ -6,7 +6,9 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
-from core.http.dashboard import views as dashboard_views
+from core.http.dashboard import activity, inbox, receipts
+from core.http.dashboard import destinations as destination_pages
+from core.http.dashboard import forms as form_pages
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
@@ -39,7 +41,13 @@ V1_ROUTERS: list[APIRouter] = [
     usage.router,
 ]
 # Each dashboard page's router (served under /app).
-DASHBOARD_ROUTERS: list[APIRouter] = [dashboard_views.router]
+DASHBOARD_ROUTERS: list[APIRouter] = [
+    inbox.router,
+    receipts.router,
+    form_pages.router,
+    destination_pages.router,
+    activity.router,
+]
 
 
 def create_api_app(services: Services) -> FastAPI:

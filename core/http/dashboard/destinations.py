@@ -1,0 +1,144 @@
+"""Destinations: their 7-day delivery rate, create, change, send a test, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from core.destinations.base import ValidationContext
+from core.destinations.http import shared_client
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.shared import page
+from core.outbox import deliveries
+from core.owner import destinations
+from core.owner.forms import invalid_input
+from core.platform.clock import utcnow
+from core.platform.services import Services
+from core.submissions import records as submissions
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+
+
+def _context(services: Services) -> ValidationContext:
+    return ValidationContext(allow_private_targets=services.settings.allow_private_targets)
+
+
+def _config(kind: str, posted: FormData) -> dict[str, Any]:
+    if kind == "webhook":
+        return {"url": str(posted.get("url") or "")}
+    if kind == "email":
+        return {"to": [a.strip() for a in str(posted.get("to") or "").split(",") if a.strip()]}
+    return {"chat_id": str(posted.get("chat_id") or "")}
+
+
+async def _destinations_page(
+    request: Request, session: SessionDep, test: dict[str, Any] | None = None
+) -> Response:
+    services, scope = services_of(request), session.scope
+    async with services.db.scoped(scope) as conn:
+        found = await destinations.list_destinations(conn, scope, after=None, limit=500)
+        rates = await destinations.success_rates(conn, scope, now=utcnow())
+    for row in found:
+        row["shown"] = submissions.redacted_target(row["type"], row["config"]) or {}
+        rate = rates.get(row["id"])
+        row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
+    return await page(
+        request,
+        session,
+        "destinations.html",
+        title="Destinations",
+        active="/app/destinations",
+        destinations=found,
+        test=test,
+    )
+
+
+@router.get("/destinations")
+async def destinations_list(request: Request, session: SessionDep) -> Response:
+    return await _destinations_page(request, session)
+
+
+@router.post("/destinations")
+async def destination_create(
+    request: Request, session: SessionDep, posted: CheckedForm
+) -> Response:
+    services = services_of(request)
+    kind = str(posted.get("type") or "webhook")
+    data: dict[str, Any] = {
+        "type": kind,
+        "name": str(posted.get("name") or ""),
+        "config": _config(kind, posted),
+    }
+    if posted.get("secret"):
+        data["secret"] = str(posted.get("secret"))
+    try:
+        fields = destinations.DestinationFields.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    async with services.db.scoped(session.scope) as conn:
+        await destinations.create_destination(
+            conn, session.scope, fields=fields, ctx=_context(services)
+        )
+    return see_other("/app/destinations")
+
+
+@router.post("/destinations/{destination_id}")
+async def destination_update(
+    request: Request, session: SessionDep, posted: CheckedForm, destination_id: str
+) -> Response:
+    services = services_of(request)
+    data: dict[str, Any] = {}
+    if "enabled" in posted:
+        data["enabled"] = posted.get("enabled") == "on"
+    if posted.get("name"):
+        data["name"] = str(posted.get("name"))
+    if posted.get("secret"):
+        data["secret"] = str(posted.get("secret"))
+    try:
+        patch = destinations.DestinationPatch.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    async with services.db.scoped(session.scope) as conn:
+        await destinations.update_destination(
+            conn, session.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
+        )
+    return see_other("/app/destinations")
+
+
+@router.post("/destinations/{destination_id}/test")
+async def destination_test(
+    request: Request, session: SessionDep, _posted: CheckedForm, destination_id: str
+) -> Response:
+    services = services_of(request)
+    async with services.db.scoped(session.scope) as conn:
+        found = await deliveries.destination_for_test(conn, session.scope, destination_id)
+    result = await deliveries.send_sample(
+        found, settings=services.settings, http=shared_client(), now=utcnow()
+    )
+    return await _destinations_page(request, session, test={"id": destination_id, **result})
+
+
+@router.get("/destinations/{destination_id}/delete")
+async def destination_delete_confirm(
+    request: Request, session: SessionDep, destination_id: str
+) -> Response:
+    async with services_of(request).db.scoped(session.scope) as conn:
+        found = await destinations.get_destination(
+            conn, session.scope, destination_id=destination_id
+        )
+    return await page(
+        request, session, "destination_delete.html", title="Delete destination", dest=found
+    )
+
+
+@router.post("/destinations/{destination_id}/delete")
+async def destination_delete(
+    request: Request, session: SessionDep, _posted: CheckedForm, destination_id: str
+) -> Response:
+    async with services_of(request).db.scoped(session.scope) as conn:
+        await destinations.delete_destination(conn, session.scope, destination_id=destination_id)
+    return see_other("/app/destinations")

@@ -1,0 +1,188 @@
+"""Forms and their routes: list, create, change settings, route to a destination."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.sessions import DashboardSession
+from core.http.dashboard.shared import page
+from core.http.v1.forms import submit_url
+from core.owner import destinations, forms, routes
+from core.owner.forms import invalid_input
+from core.platform.errors import InvalidInput
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+
+
+def _lines(value: Any) -> list[str]:
+    return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+def _json(form: FormData, name: str, default: Any) -> Any:
+    text = str(form.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise InvalidInput(
+            f"{name} is not valid JSON", [{"field": name, "message": "not JSON"}]
+        ) from None
+
+
+def _int(form: FormData, name: str, default: int | None) -> int | None:
+    text = str(form.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidInput(
+            f"{name} must be a whole number", [{"field": name, "message": "not a number"}]
+        ) from None
+
+
+def _form_settings(form: FormData) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "name": str(form.get("name") or ""),
+        "accepting": form.get("accepting") == "on",
+        "allowed_origins": _lines(form.get("allowed_origins")),
+        "honeypot_field": str(form.get("honeypot_field") or "_gotcha"),
+        "redirect_url": str(form.get("redirect_url") or "") or None,
+        "retention_days": _int(form, "retention_days", None),
+        "rate_limit": {
+            "max": _int(form, "rate_max", 10),
+            "per_seconds": _int(form, "rate_per_seconds", 600),
+        },
+        "schema_mode": str(form.get("schema_mode") or "off"),
+        "labels": _json(form, "labels", {}),
+        "file_fields": _json(form, "file_fields", {}),
+        "consent_field": str(form.get("consent_field") or "") or None,
+        "ack_email": _json(form, "ack_email", None),
+    }
+    secret = str(form.get("turnstile_secret") or "")
+    if secret:
+        settings["turnstile_secret"] = secret
+    if form.get("remove_turnstile") == "on":
+        settings["turnstile_secret"] = None
+    return settings
+
+
+@router.get("/forms")
+async def forms_list(request: Request, session: SessionDep) -> Response:
+    async with services_of(request).db.scoped(session.scope) as conn:
+        found = await forms.list_forms(conn, session.scope, after=None, limit=500)
+    return await page(
+        request, session, "forms.html", title="Forms", active="/app/forms", forms=found
+    )
+
+
+@router.get("/forms/new")
+async def form_new(request: Request, session: SessionDep) -> Response:
+    return await page(
+        request, session, "form_edit.html", title="New form", active="/app/forms", form=None
+    )
+
+
+@router.post("/forms")
+async def form_create(request: Request, session: SessionDep, posted: CheckedForm) -> Response:
+    try:
+        fields = forms.FormFields.model_validate(_form_settings(posted) | {"accepting": True})
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    async with services_of(request).db.scoped(session.scope) as conn:
+        row = await forms.create_form(conn, session.scope, fields=fields)
+    return see_other(f"/app/forms/{row['id']}")
+
+
+@router.get("/forms/{form_id}")
+async def form_detail(request: Request, session: SessionDep, form_id: str) -> Response:
+    services, scope = services_of(request), session.scope
+    async with services.db.scoped(scope) as conn:
+        form = await forms.get_form(conn, scope, form_id=form_id)
+        form_routes = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=100)
+        dests = await destinations.list_destinations(conn, scope, after=None, limit=500)
+    url = submit_url(services.settings, form_id)
+    names = {d["id"]: d for d in dests}
+    fetch = (
+        f'await fetch("{url}", {{\n  method: "POST",\n'
+        '  headers: {"Content-Type": "application/json", '
+        '"Idempotency-Key": crypto.randomUUID()},\n'
+        '  body: JSON.stringify({email: "ada@example.com", message: "Hello"}),\n});'
+    )
+    return await page(
+        request,
+        session,
+        "form_edit.html",
+        title=form["name"],
+        active="/app/forms",
+        form=form,
+        submit_url=url,
+        html_snippet=forms.html_snippet(form, url),
+        fetch_snippet=fetch,
+        routes=form_routes,
+        destinations=dests,
+        destination_names=names,
+    )
+
+
+@router.post("/forms/{form_id}")
+async def form_update(
+    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+) -> Response:
+    settings = _form_settings(posted)
+    try:
+        patch = forms.FormPatch.model_validate(settings)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    return await _patch_form(request, session, form_id, patch)
+
+
+@router.post("/forms/{form_id}/accepting")
+async def form_accepting(
+    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+) -> Response:
+    patch = forms.FormPatch(accepting=posted.get("accepting") == "on")
+    return await _patch_form(request, session, form_id, patch)
+
+
+async def _patch_form(
+    request: Request, session: DashboardSession, form_id: str, patch: forms.FormPatch
+) -> Response:
+    """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
+    async with services_of(request).db.scoped(session.scope) as conn:
+        await forms.update_form(conn, session.scope, form_id=form_id, patch=patch)
+    return see_other(f"/app/forms/{form_id}")
+
+
+@router.post("/forms/{form_id}/routes")
+async def route_create(
+    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+) -> Response:
+    mode = str(posted.get("mode") or "immediate")
+    data: dict[str, Any] = {"destination_id": str(posted.get("destination_id") or ""), "mode": mode}
+    if mode == "digest":
+        data["period"] = str(posted.get("period") or "daily")
+    try:
+        fields = routes.RouteFields.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    async with services_of(request).db.scoped(session.scope) as conn:
+        await routes.create_route(conn, session.scope, form_id=form_id, fields=fields)
+    return see_other(f"/app/forms/{form_id}")
+
+
+@router.post("/forms/{form_id}/routes/{route_id}/delete")
+async def route_delete(
+    request: Request, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
+) -> Response:
+    async with services_of(request).db.scoped(session.scope) as conn:
+        await routes.delete_route(conn, session.scope, route_id=route_id)
+    return see_other(f"/app/forms/{form_id}")

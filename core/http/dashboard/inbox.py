@@ -1,0 +1,72 @@
+"""The inbox: the organization's submissions, newest first, with a delivery summary each."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from core.http.dashboard.pages import SessionDep, services_of
+from core.http.dashboard.shared import page, summary_line
+from core.http.v1.submissions import _position
+from core.owner import forms
+from core.platform.clock import utcnow
+from core.platform.errors import InvalidInput
+from core.platform.pagination import encode_cursor
+from core.submissions import records as submissions
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+PAGE_SIZE = 50
+
+
+@router.get("")
+async def inbox(
+    request: Request,
+    session: SessionDep,
+    form: str | None = None,
+    status: str | None = None,
+    cursor: str | None = None,
+) -> Response:
+    services, scope, now = services_of(request), session.scope, utcnow()
+    form = form or None
+    wanted = status or None
+    if wanted not in (None, "accepted", "spam", "quarantined", "test"):
+        raise InvalidInput("unknown status", [{"field": "status", "message": "unknown"}])
+    async with services.db.scoped(scope) as conn:
+        rows = await submissions.list_submissions(
+            conn,
+            scope,
+            now=now,
+            form_id=form,
+            status=None if wanted == "test" else wanted,
+            since=None,
+            before=_position(cursor),
+            limit=PAGE_SIZE + 1,
+            flag="test" if wanted == "test" else None,
+        )
+        all_forms = await forms.list_forms(conn, scope, after=None, limit=500)
+        counts = await submissions.delivery_counts(conn, scope, [row["id"] for row in rows])
+    next_href = None
+    if len(rows) > PAGE_SIZE:
+        rows = rows[:PAGE_SIZE]
+        last = rows[-1]
+        query = {"form": form or "", "status": wanted or ""}
+        query["cursor"] = encode_cursor([last["received_at"].isoformat(), last["id"]])
+        next_href = "/app?" + urlencode(query)
+    names = {f["id"]: f["name"] for f in all_forms}
+    for row in rows:
+        row["summary"] = summary_line(counts.get(row["id"], {}))
+        row["form_name"] = names.get(row["form"], row["form"])
+    return await page(
+        request,
+        session,
+        "inbox.html",
+        title="Inbox",
+        active="/app",
+        rows=rows,
+        forms=all_forms,
+        form=form,
+        status=wanted,
+        next_href=next_href,
+    )

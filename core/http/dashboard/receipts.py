@@ -1,0 +1,121 @@
+"""A submission's receipt (values, files, deliveries): send again, erase, download."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
+from core.http.v1.submissions import submissions_attachment
+from core.outbox import deliveries
+from core.owner import forms
+from core.platform.clock import utcnow
+from core.platform.errors import NotFound, PostbagError
+from core.platform.storage import storage_for
+from core.submissions import records as submissions
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+
+
+def _ordered_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[Any]:
+    if values is None:
+        return []
+    order = [name for name in labels if name in values]
+    order += [name for name in values if name not in labels]
+    shown = []
+    for name in order:
+        value = values[name]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown.append((labels.get(name, name), name, text))
+    return shown
+
+
+async def _receipt(
+    request: Request, session: SessionDep, submission_id: str, *, refusal: dict[str, str] | None
+) -> Response:
+    services, scope, now = services_of(request), session.scope, utcnow()
+    async with services.db.scoped(scope) as conn:
+        found = await submissions.get_submission(conn, scope, submission_id, now=now)
+        try:
+            form = await forms.get_form(conn, scope, form_id=found["form"])
+        except PostbagError:
+            form = {"id": found["form"], "name": found["form"], "labels": {}}
+    for line in found["deliveries"]:
+        line["state"], line["css"] = delivery_state(line)
+        line["reason_words"] = reason_words(line.get("reason"))
+        line["detail_words"] = detail_words(line.get("last_detail"))
+        line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
+    return await page(
+        request,
+        session,
+        "receipt.html",
+        title=f"Receipt {submission_id}",
+        active="/app",
+        sub=found,
+        form=form,
+        values=_ordered_values(found["values"], form.get("labels") or {}),
+        refusal=refusal,
+        status_code=409 if refusal else 200,
+    )
+
+
+@router.get("/submissions/{submission_id}")
+async def receipt(request: Request, session: SessionDep, submission_id: str) -> Response:
+    return await _receipt(request, session, submission_id, refusal=None)
+
+
+@router.post("/submissions/{submission_id}/deliveries/{delivery_id}/retry")
+async def send_again(
+    request: Request, session: SessionDep, _form: CheckedForm, submission_id: str, delivery_id: str
+) -> Response:
+    services, scope = services_of(request), session.scope
+    try:
+        async with services.db.scoped(scope) as conn:
+            found = await deliveries.get_delivery(conn, scope, delivery_id)
+            if found["submission"] != submission_id:
+                raise NotFound(f"no delivery {delivery_id}")
+            await deliveries.retry_delivery(conn, scope, delivery_id, now=utcnow())
+    except PostbagError as exc:
+        if isinstance(exc, NotFound):
+            raise
+        return await _receipt(
+            request, session, submission_id, refusal={"id": delivery_id, "message": str(exc)}
+        )
+    return see_other(f"/app/submissions/{submission_id}")
+
+
+@router.get("/submissions/{submission_id}/erase")
+async def erase_confirm(request: Request, session: SessionDep, submission_id: str) -> Response:
+    services, scope = services_of(request), session.scope
+    async with services.db.scoped(scope) as conn:
+        found = await submissions.get_submission(conn, scope, submission_id, now=utcnow())
+    return await page(request, session, "erase.html", title="Erase values", sub=found)
+
+
+@router.post("/submissions/{submission_id}/erase")
+async def erase(
+    request: Request, session: SessionDep, form: CheckedForm, submission_id: str
+) -> Response:
+    services, scope, now = services_of(request), session.scope, utcnow()
+    if form.get("confirm") != "yes":
+        return see_other(f"/app/submissions/{submission_id}/erase")
+    async with services.db.scoped(scope) as conn:
+        erasure = await submissions.erase_values(conn, scope, submission_id, now=now)
+    if erasure.storage_keys:
+        storage = storage_for(services.settings.storage_url)
+        await submissions.delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+    return see_other(f"/app/submissions/{submission_id}")
+
+
+@router.get("/submissions/{submission_id}/attachments/{attachment_id}")
+async def download(
+    request: Request, session: SessionDep, submission_id: str, attachment_id: str
+) -> Response:
+    return await submissions_attachment(
+        submission_id, attachment_id, session.scope, services_of(request), utcnow()
+    )
