@@ -6,9 +6,6 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
-from core.http.dashboard import activity, inbox, receipts
-from core.http.dashboard import destinations as destination_pages
-from core.http.dashboard import forms as form_pages
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
@@ -40,14 +37,6 @@ V1_ROUTERS: list[APIRouter] = [
     digests.router,
     usage.router,
 ]
-# Each dashboard page's router (served under /app).
-DASHBOARD_ROUTERS: list[APIRouter] = [
-    inbox.router,
-    receipts.router,
-    form_pages.router,
-    destination_pages.router,
-    activity.router,
-]
 
 
 def create_api_app(services: Services) -> FastAPI:
@@ -65,5 +54,5 @@ def create_api_app(services: Services) -> FastAPI:
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
-    install_dashboard(app, DASHBOARD_ROUTERS)
+    install_dashboard(app)
     return app

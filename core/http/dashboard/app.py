@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
+from core.http.dashboard import activity, destinations, forms, inbox, receipts
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -29,6 +30,14 @@ from core.platform.clock import utcnow
 from core.platform.errors import PostbagError, Unauthenticated
 
 router = APIRouter(prefix="/app", include_in_schema=False)
+# Each page's router; a new page adds its router here.
+PAGE_ROUTERS: list[APIRouter] = [
+    inbox.router,
+    receipts.router,
+    forms.router,
+    destinations.router,
+    activity.router,
+]
 
 _TITLES = {
     401: "Please sign in",
@@ -90,10 +99,10 @@ async def sign_out(request: Request, _session: SessionDep, _form: CheckedForm) -
     return response
 
 
-def install_dashboard(app: FastAPI, routers: list[APIRouter]) -> None:
+def install_dashboard(app: FastAPI) -> None:
     """Serve the dashboard under /app from the api app, with HTML error pages there."""
     app.include_router(router)
-    for page_router in routers:
+    for page_router in PAGE_ROUTERS:
         app.include_router(page_router)
     app.mount(
         "/app/static",
