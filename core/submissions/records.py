@@ -24,7 +24,8 @@ from core.platform.errors import NotFound, PostbagError, ValuesErased, ValuesExp
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.platform.storage import Storage
+from core.platform.services import Services
+from core.platform.storage import Storage, storage_for
 from core.platform.vocabulary import DeliverySkipReason, EraseReason
 
 # A spreadsheet treats a cell starting with one of these as a formula.
@@ -223,6 +224,18 @@ async def delete_objects(
             continue
         async with db.scoped(scope) as conn:
             await conn.execute(queries["mark_object_deleted"], {"storage_key": key, "now": now})
+
+
+async def erase_submission(
+    services: Services, scope: OrgScope, submission_id: str, *, now: datetime
+) -> Erasure:
+    """The owner's erase: the values in one transaction, then the stored files' bytes."""
+    async with services.db.scoped(scope) as conn:
+        erasure = await erase_values(conn, scope, submission_id, now=now)
+    if erasure.storage_keys:
+        storage = storage_for(services.settings.storage_url)
+        await delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+    return erasure
 
 
 @dataclass(frozen=True, slots=True)

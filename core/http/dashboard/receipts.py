@@ -16,7 +16,6 @@ from core.outbox import deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
-from core.platform.storage import storage_for
 from core.submissions import records as submissions
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -104,11 +103,7 @@ async def erase(
     services, scope, now = services_of(request), session.scope, utcnow()
     if form.get("confirm") != "yes":
         return see_other(f"/app/submissions/{submission_id}/erase")
-    async with services.db.scoped(scope) as conn:
-        erasure = await submissions.erase_values(conn, scope, submission_id, now=now)
-    if erasure.storage_keys:
-        storage = storage_for(services.settings.storage_url)
-        await submissions.delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+    await submissions.erase_submission(services, scope, submission_id, now=now)
     return see_other(f"/app/submissions/{submission_id}")
 
 

@@ -17,8 +17,7 @@ from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, en
 from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionStatus
 from core.submissions.records import (
-    delete_objects,
-    erase_values,
+    erase_submission,
     export_csv,
     export_fields,
     get_attachment,
@@ -101,11 +100,7 @@ async def submissions_erase(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Erase values and files now; unsent deliveries end `skipped` (`values_erased`)."""
-    async with services.db.scoped(scope) as conn:
-        erasure = await erase_values(conn, scope, submission_id, now=now)
-    if erasure.storage_keys:
-        storage = storage_for(services.settings.storage_url)
-        await delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+    await erase_submission(services, scope, submission_id, now=now)
     async with services.db.scoped(scope) as conn:
         return await get_submission(conn, scope, submission_id, now=now)
 
