@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
 from typing import Any
 
 from core.platform.errors import InvalidInput
@@ -34,3 +35,22 @@ def decode_cursor(cursor: str | None) -> list[Any] | None:
     if not isinstance(position, list):
         raise InvalidInput("malformed cursor", [{"field": "cursor", "message": "malformed"}])
     return position
+
+
+def encode_time_cursor(at: datetime, row_id: str) -> str:
+    """The cursor of a row in a page ordered by `(time, id)`, e.g. submissions by arrival."""
+    return encode_cursor([at.isoformat(), row_id])
+
+
+def decode_time_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    """The `(time, id)` position of a time-ordered page's cursor; malformed is InvalidInput."""
+    position = decode_cursor(cursor)
+    if position is None:
+        return None
+    try:
+        at, row_id = position
+        return datetime.fromisoformat(str(at)), str(row_id)
+    except (ValueError, TypeError):
+        raise InvalidInput(
+            "malformed cursor", [{"field": "cursor", "message": "malformed"}]
+        ) from None

@@ -9,11 +9,10 @@ from starlette.responses import Response
 
 from core.http.dashboard.pages import SessionDep, services_of
 from core.http.dashboard.shared import page, summary_line
-from core.http.v1.submissions import _position
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
-from core.platform.pagination import encode_cursor
+from core.platform.pagination import decode_time_cursor, encode_time_cursor
 from core.submissions import records as submissions
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -41,7 +40,7 @@ async def inbox(
             form_id=form,
             status=None if wanted == "test" else wanted,
             since=None,
-            before=_position(cursor),
+            before=decode_time_cursor(cursor),
             limit=PAGE_SIZE + 1,
             flag="test" if wanted == "test" else None,
         )
@@ -52,7 +51,7 @@ async def inbox(
         rows = rows[:PAGE_SIZE]
         last = rows[-1]
         query = {"form": form or "", "status": wanted or ""}
-        query["cursor"] = encode_cursor([last["received_at"].isoformat(), last["id"]])
+        query["cursor"] = encode_time_cursor(last["received_at"], last["id"])
         next_href = "/app?" + urlencode(query)
     names = {f["id"]: f["name"] for f in all_forms}
     for row in rows:

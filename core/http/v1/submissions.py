@@ -12,8 +12,12 @@ from starlette.responses import StreamingResponse
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import problems
-from core.platform.errors import InvalidInput
-from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.pagination import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    decode_time_cursor,
+    encode_time_cursor,
+)
 from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionStatus
 from core.submissions.records import (
@@ -26,19 +30,6 @@ from core.submissions.records import (
 )
 
 router = APIRouter(tags=["submissions"], responses=problems(401, 503))
-
-
-def _position(cursor: str | None) -> tuple[datetime, str] | None:
-    position = decode_cursor(cursor)
-    if position is None:
-        return None
-    try:
-        at, submission_id = position
-        return datetime.fromisoformat(str(at)), str(submission_id)
-    except (ValueError, TypeError):
-        raise InvalidInput(
-            "malformed cursor", [{"field": "cursor", "message": "malformed"}]
-        ) from None
 
 
 @router.get("/submissions", responses=problems(422))
@@ -61,14 +52,14 @@ async def submissions_list(
             form_id=form,
             status=status,
             since=since,
-            before=_position(cursor),
+            before=decode_time_cursor(cursor),
             limit=limit + 1,
         )
     next_cursor = None
     if len(page) > limit:
         page = page[:limit]
         last = page[-1]
-        next_cursor = encode_cursor([last["received_at"].isoformat(), last["id"]])
+        next_cursor = encode_time_cursor(last["received_at"], last["id"])
     return {"data": page, "next_cursor": next_cursor}
 
 
