@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
+from core.http.deps import ServicesDep
 from core.owner import alerts, events
 from core.platform.clock import utcnow
 
@@ -14,27 +15,39 @@ router = APIRouter(prefix="/app", include_in_schema=False)
 
 
 @router.get("/alerts")
-async def alerts_list(request: Request, session: SessionDep) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+async def alerts_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    async with services.db.scoped(session.scope) as conn:
         found = await alerts.list_alerts(conn, session.scope, status="open", before=None, limit=100)
     return await page(
-        request, session, "alerts.html", title="Alerts", active="/app/alerts", alerts=found
+        request,
+        services,
+        session,
+        "alerts.html",
+        title="Alerts",
+        active="/app/alerts",
+        alerts=found,
     )
 
 
 @router.post("/alerts/{alert_id}/acknowledge")
 async def alert_ack(
-    request: Request, session: SessionDep, _posted: CheckedForm, alert_id: str
+    services: ServicesDep, session: SessionDep, _posted: CheckedForm, alert_id: str
 ) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         await alerts.acknowledge(conn, session.scope, alert_id, now=utcnow())
     return see_other("/app/alerts")
 
 
 @router.get("/events")
-async def events_list(request: Request, session: SessionDep) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+async def events_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    async with services.db.scoped(session.scope) as conn:
         found = await events.recent_events(conn, session.scope, limit=200)
     return await page(
-        request, session, "events.html", title="Events", active="/app/events", events=found
+        request,
+        services,
+        session,
+        "events.html",
+        title="Events",
+        active="/app/events",
+        events=found,
     )

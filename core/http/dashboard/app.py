@@ -21,10 +21,10 @@ from core.http.dashboard.pages import (
     error_page,
     render,
     see_other,
-    services_of,
     set_cookie,
 )
 from core.http.dashboard.sessions import close_session, open_session
+from core.http.deps import ServicesDep
 from core.http.problems import http_error_response, problem_for, status_and_code
 from core.platform.clock import utcnow
 from core.platform.errors import PostbagError, Unauthenticated
@@ -50,16 +50,15 @@ _TITLES = {
 
 
 @router.get("/sign-in")
-async def sign_in_page(request: Request) -> Response:
+async def sign_in_page(request: Request, services: ServicesDep) -> Response:
     token = secrets.token_urlsafe(32)
     response = render(request, "sign_in.html", title="Sign in", csrf=token)
-    set_cookie(response, services_of(request), SIGN_IN_COOKIE, token)
+    set_cookie(response, services, SIGN_IN_COOKIE, token)
     return response
 
 
 @router.post("/sign-in")
-async def sign_in(request: Request) -> Response:
-    services = services_of(request)
+async def sign_in(request: Request, services: ServicesDep) -> Response:
     form = await request.form()
     token, cookie = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
     if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
@@ -90,9 +89,11 @@ async def sign_in(request: Request) -> Response:
 
 
 @router.post("/sign-out")
-async def sign_out(request: Request, _session: SessionDep, _form: CheckedForm) -> Response:
+async def sign_out(
+    request: Request, services: ServicesDep, _session: SessionDep, _form: CheckedForm
+) -> Response:
     session_id = request.cookies.get(SESSION_COOKIE, "")
-    async with services_of(request).db.connection() as conn:
+    async with services.db.connection() as conn:
         await close_session(conn, session_id)
     response = see_other("/app/sign-in")
     response.delete_cookie(SESSION_COOKIE, path="/app")

@@ -11,8 +11,9 @@ from starlette.responses import Response
 
 from core.destinations.base import ValidationContext
 from core.destinations.http import shared_client
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
+from core.http.deps import ServicesDep
 from core.outbox import deliveries
 from core.owner import destinations
 from core.owner.forms import invalid_input
@@ -36,9 +37,12 @@ def _config(kind: str, posted: FormData) -> dict[str, Any]:
 
 
 async def _destinations_page(
-    request: Request, session: SessionDep, test: dict[str, Any] | None = None
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    test: dict[str, Any] | None = None,
 ) -> Response:
-    services, scope = services_of(request), session.scope
+    scope = session.scope
     async with services.db.scoped(scope) as conn:
         found = await destinations.list_destinations(conn, scope, after=None, limit=500)
         rates = await destinations.success_rates(conn, scope, now=utcnow())
@@ -48,6 +52,7 @@ async def _destinations_page(
         row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
     return await page(
         request,
+        services,
         session,
         "destinations.html",
         title="Destinations",
@@ -58,15 +63,16 @@ async def _destinations_page(
 
 
 @router.get("/destinations")
-async def destinations_list(request: Request, session: SessionDep) -> Response:
-    return await _destinations_page(request, session)
+async def destinations_list(
+    request: Request, services: ServicesDep, session: SessionDep
+) -> Response:
+    return await _destinations_page(request, services, session)
 
 
 @router.post("/destinations")
 async def destination_create(
-    request: Request, session: SessionDep, posted: CheckedForm
+    services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
-    services = services_of(request)
     kind = str(posted.get("type") or "webhook")
     data: dict[str, Any] = {
         "type": kind,
@@ -88,9 +94,8 @@ async def destination_create(
 
 @router.post("/destinations/{destination_id}")
 async def destination_update(
-    request: Request, session: SessionDep, posted: CheckedForm, destination_id: str
+    services: ServicesDep, session: SessionDep, posted: CheckedForm, destination_id: str
 ) -> Response:
-    services = services_of(request)
     data: dict[str, Any] = {}
     if "enabled" in posted:
         data["enabled"] = posted.get("enabled") == "on"
@@ -111,34 +116,44 @@ async def destination_update(
 
 @router.post("/destinations/{destination_id}/test")
 async def destination_test(
-    request: Request, session: SessionDep, _posted: CheckedForm, destination_id: str
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    _posted: CheckedForm,
+    destination_id: str,
 ) -> Response:
-    services = services_of(request)
     async with services.db.scoped(session.scope) as conn:
         found = await deliveries.destination_for_test(conn, session.scope, destination_id)
     result = await deliveries.send_sample(
         found, settings=services.settings, http=shared_client(), now=utcnow()
     )
-    return await _destinations_page(request, session, test={"id": destination_id, **result})
+    return await _destinations_page(
+        request, services, session, test={"id": destination_id, **result}
+    )
 
 
 @router.get("/destinations/{destination_id}/delete")
 async def destination_delete_confirm(
-    request: Request, session: SessionDep, destination_id: str
+    request: Request, services: ServicesDep, session: SessionDep, destination_id: str
 ) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         found = await destinations.get_destination(
             conn, session.scope, destination_id=destination_id
         )
     return await page(
-        request, session, "destination_delete.html", title="Delete destination", dest=found
+        request,
+        services,
+        session,
+        "destination_delete.html",
+        title="Delete destination",
+        dest=found,
     )
 
 
 @router.post("/destinations/{destination_id}/delete")
 async def destination_delete(
-    request: Request, session: SessionDep, _posted: CheckedForm, destination_id: str
+    services: ServicesDep, session: SessionDep, _posted: CheckedForm, destination_id: str
 ) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         await destinations.delete_destination(conn, session.scope, destination_id=destination_id)
     return see_other("/app/destinations")

@@ -10,13 +10,15 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.sessions import DashboardSession
 from core.http.dashboard.shared import page
+from core.http.deps import ServicesDep
 from core.http.v1.forms import submit_url
 from core.owner import destinations, forms, routes
 from core.owner.forms import invalid_input
 from core.platform.errors import InvalidInput
+from core.platform.services import Services
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 
@@ -76,35 +78,43 @@ def _form_settings(form: FormData) -> dict[str, Any]:
 
 
 @router.get("/forms")
-async def forms_list(request: Request, session: SessionDep) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+async def forms_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    async with services.db.scoped(session.scope) as conn:
         found = await forms.list_forms(conn, session.scope, after=None, limit=500)
     return await page(
-        request, session, "forms.html", title="Forms", active="/app/forms", forms=found
+        request, services, session, "forms.html", title="Forms", active="/app/forms", forms=found
     )
 
 
 @router.get("/forms/new")
-async def form_new(request: Request, session: SessionDep) -> Response:
+async def form_new(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     return await page(
-        request, session, "form_edit.html", title="New form", active="/app/forms", form=None
+        request,
+        services,
+        session,
+        "form_edit.html",
+        title="New form",
+        active="/app/forms",
+        form=None,
     )
 
 
 @router.post("/forms")
-async def form_create(request: Request, session: SessionDep, posted: CheckedForm) -> Response:
+async def form_create(services: ServicesDep, session: SessionDep, posted: CheckedForm) -> Response:
     try:
         fields = forms.FormFields.model_validate(_form_settings(posted) | {"accepting": True})
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         row = await forms.create_form(conn, session.scope, fields=fields)
     return see_other(f"/app/forms/{row['id']}")
 
 
 @router.get("/forms/{form_id}")
-async def form_detail(request: Request, session: SessionDep, form_id: str) -> Response:
-    services, scope = services_of(request), session.scope
+async def form_detail(
+    request: Request, services: ServicesDep, session: SessionDep, form_id: str
+) -> Response:
+    scope = session.scope
     async with services.db.scoped(scope) as conn:
         form = await forms.get_form(conn, scope, form_id=form_id)
         form_routes = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=100)
@@ -119,6 +129,7 @@ async def form_detail(request: Request, session: SessionDep, form_id: str) -> Re
     )
     return await page(
         request,
+        services,
         session,
         "form_edit.html",
         title=form["name"],
@@ -135,36 +146,36 @@ async def form_detail(request: Request, session: SessionDep, form_id: str) -> Re
 
 @router.post("/forms/{form_id}")
 async def form_update(
-    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
     settings = _form_settings(posted)
     try:
         patch = forms.FormPatch.model_validate(settings)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    return await _patch_form(request, session, form_id, patch)
+    return await _patch_form(services, session, form_id, patch)
 
 
 @router.post("/forms/{form_id}/accepting")
 async def form_accepting(
-    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
     patch = forms.FormPatch(accepting=posted.get("accepting") == "on")
-    return await _patch_form(request, session, form_id, patch)
+    return await _patch_form(services, session, form_id, patch)
 
 
 async def _patch_form(
-    request: Request, session: DashboardSession, form_id: str, patch: forms.FormPatch
+    services: Services, session: DashboardSession, form_id: str, patch: forms.FormPatch
 ) -> Response:
     """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         await forms.update_form(conn, session.scope, form_id=form_id, patch=patch)
     return see_other(f"/app/forms/{form_id}")
 
 
 @router.post("/forms/{form_id}/routes")
 async def route_create(
-    request: Request, session: SessionDep, posted: CheckedForm, form_id: str
+    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
     mode = str(posted.get("mode") or "immediate")
     data: dict[str, Any] = {"destination_id": str(posted.get("destination_id") or ""), "mode": mode}
@@ -174,15 +185,15 @@ async def route_create(
         fields = routes.RouteFields.model_validate(data)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         await routes.create_route(conn, session.scope, form_id=form_id, fields=fields)
     return see_other(f"/app/forms/{form_id}")
 
 
 @router.post("/forms/{form_id}/routes/{route_id}/delete")
 async def route_delete(
-    request: Request, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
+    services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
 ) -> Response:
-    async with services_of(request).db.scoped(session.scope) as conn:
+    async with services.db.scoped(session.scope) as conn:
         await routes.delete_route(conn, session.scope, route_id=route_id)
     return see_other(f"/app/forms/{form_id}")

@@ -7,8 +7,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import SessionDep, services_of
+from core.http.dashboard.pages import SessionDep
 from core.http.dashboard.shared import page, summary_line
+from core.http.deps import ServicesDep
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
@@ -22,12 +23,13 @@ PAGE_SIZE = 50
 @router.get("")
 async def inbox(
     request: Request,
+    services: ServicesDep,
     session: SessionDep,
     form: str | None = None,
     status: str | None = None,
     cursor: str | None = None,
 ) -> Response:
-    services, scope, now = services_of(request), session.scope, utcnow()
+    scope, now = session.scope, utcnow()
     form = form or None
     wanted = status or None
     if wanted not in (None, "accepted", "spam", "quarantined", "test"):
@@ -59,6 +61,7 @@ async def inbox(
         row["form_name"] = names.get(row["form"], row["form"])
     return await page(
         request,
+        services,
         session,
         "inbox.html",
         title="Inbox",

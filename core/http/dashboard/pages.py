@@ -13,6 +13,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from core.http.dashboard.sessions import DashboardSession, load_session
+from core.http.deps import ServicesDep
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -38,11 +39,6 @@ class CsrfRejected(Exception):
     """A state-changing form came without the session's CSRF token; nothing changes."""
 
 
-def services_of(request: Request) -> Services:
-    services: Services = request.app.state.services
-    return services
-
-
 def secure_cookies(services: Services) -> bool:
     """Cookies are `Secure` unless Postbag is served over plain http (local development)."""
     return not services.settings.public_url.startswith("http:")
@@ -54,9 +50,8 @@ def set_cookie(response: Response, services: Services, name: str, value: str) ->
     )
 
 
-async def current_session(request: Request) -> DashboardSession:
+async def current_session(request: Request, services: ServicesDep) -> DashboardSession:
     """The signed-in session, or SignInRequired."""
-    services = services_of(request)
     async with services.db.connection() as conn:
         session = await load_session(conn, request.cookies.get(SESSION_COOKIE), now=utcnow())
     if session is None:

@@ -9,13 +9,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other, services_of
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
+from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
 from core.outbox import deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
+from core.platform.services import Services
 from core.submissions import records as submissions
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -35,9 +37,14 @@ def _ordered_values(values: Mapping[str, Any] | None, labels: Mapping[str, str])
 
 
 async def _receipt(
-    request: Request, session: SessionDep, submission_id: str, *, refusal: dict[str, str] | None
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    submission_id: str,
+    *,
+    refusal: dict[str, str] | None,
 ) -> Response:
-    services, scope, now = services_of(request), session.scope, utcnow()
+    scope, now = session.scope, utcnow()
     async with services.db.scoped(scope) as conn:
         found = await submissions.get_submission(conn, scope, submission_id, now=now)
         try:
@@ -51,6 +58,7 @@ async def _receipt(
         line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
     return await page(
         request,
+        services,
         session,
         "receipt.html",
         title=f"Receipt {submission_id}",
@@ -64,15 +72,22 @@ async def _receipt(
 
 
 @router.get("/submissions/{submission_id}")
-async def receipt(request: Request, session: SessionDep, submission_id: str) -> Response:
-    return await _receipt(request, session, submission_id, refusal=None)
+async def receipt(
+    request: Request, services: ServicesDep, session: SessionDep, submission_id: str
+) -> Response:
+    return await _receipt(request, services, session, submission_id, refusal=None)
 
 
 @router.post("/submissions/{submission_id}/deliveries/{delivery_id}/retry")
 async def send_again(
-    request: Request, session: SessionDep, _form: CheckedForm, submission_id: str, delivery_id: str
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    _form: CheckedForm,
+    submission_id: str,
+    delivery_id: str,
 ) -> Response:
-    services, scope = services_of(request), session.scope
+    scope = session.scope
     try:
         async with services.db.scoped(scope) as conn:
             found = await deliveries.get_delivery(conn, scope, delivery_id)
@@ -83,24 +98,30 @@ async def send_again(
         if isinstance(exc, NotFound):
             raise
         return await _receipt(
-            request, session, submission_id, refusal={"id": delivery_id, "message": str(exc)}
+            request,
+            services,
+            session,
+            submission_id,
+            refusal={"id": delivery_id, "message": str(exc)},
         )
     return see_other(f"/app/submissions/{submission_id}")
 
 
 @router.get("/submissions/{submission_id}/erase")
-async def erase_confirm(request: Request, session: SessionDep, submission_id: str) -> Response:
-    services, scope = services_of(request), session.scope
+async def erase_confirm(
+    request: Request, services: ServicesDep, session: SessionDep, submission_id: str
+) -> Response:
+    scope = session.scope
     async with services.db.scoped(scope) as conn:
         found = await submissions.get_submission(conn, scope, submission_id, now=utcnow())
-    return await page(request, session, "erase.html", title="Erase values", sub=found)
+    return await page(request, services, session, "erase.html", title="Erase values", sub=found)
 
 
 @router.post("/submissions/{submission_id}/erase")
 async def erase(
-    request: Request, session: SessionDep, form: CheckedForm, submission_id: str
+    services: ServicesDep, session: SessionDep, form: CheckedForm, submission_id: str
 ) -> Response:
-    services, scope, now = services_of(request), session.scope, utcnow()
+    scope, now = session.scope, utcnow()
     if form.get("confirm") != "yes":
         return see_other(f"/app/submissions/{submission_id}/erase")
     await submissions.erase_submission(services, scope, submission_id, now=now)
@@ -109,8 +130,8 @@ async def erase(
 
 @router.get("/submissions/{submission_id}/attachments/{attachment_id}")
 async def download(
-    request: Request, session: SessionDep, submission_id: str, attachment_id: str
+    services: ServicesDep, session: SessionDep, submission_id: str, attachment_id: str
 ) -> Response:
     return await submissions_attachment(
-        submission_id, attachment_id, session.scope, services_of(request), utcnow()
+        submission_id, attachment_id, session.scope, services, utcnow()
     )

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import SessionDep, render, services_of
+from core.http.dashboard.pages import SessionDep, render
 from core.owner import alerts
 from core.platform.services import Services
 
@@ -83,7 +83,14 @@ async def _open_alerts(services: Services, session: SessionDep) -> int:
 
 
 async def page(
-    request: Request, session: SessionDep, template: str, *, title: str, **context: Any
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    template: str,
+    *,
+    title: str,
+    **context: Any,
 ) -> Response:
-    count = await _open_alerts(services_of(request), session)
+    """Render a page in the layout, with the count of open alerts in the navigation."""
+    count = await _open_alerts(services, session)
     return render(request, template, title=title, open_alerts=count, **context)
