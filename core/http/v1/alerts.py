@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
-from core.http.v1.shared import problems
+from core.http.v1.shared import Page, problems
 from core.owner import alerts
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
-from core.platform.vocabulary import AlertStatus
+from core.platform.vocabulary import AlertKind, AlertStatus
 
 router = APIRouter(tags=["alerts"], responses=problems(401, 503))
+
+
+class Alert(BaseModel):
+    """An alert; while open, each new occurrence of its subject counts on it."""
+
+    id: str
+    kind: AlertKind
+    subject: str = Field(
+        description="the destination (the form, for acknowledgement emails); the submission "
+        "for `storage.stuck`"
+    )
+    status: AlertStatus
+    occurrences: int
+    detail: str | None
+    last_delivery: str | None
+    first_at: datetime
+    last_at: datetime
+    acknowledged_at: datetime | None
 
 
 @router.get("/alerts", responses=problems(422))
@@ -23,15 +43,18 @@ async def list_alerts(
     status: AlertStatus | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> dict[str, Any]:
-    """The organization's alerts, newest first, `{"data", "next_cursor"}`."""
+) -> Page[Alert]:
+    """The organization's alerts, newest first."""
     position = decode_cursor(cursor)
     before = str(position[0]) if position else None
     async with services.db.scoped(scope) as conn:
         rows = await alerts.list_alerts(conn, scope, status=status, before=before, limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
+    return Page[Alert](
+        data=[Alert(**row) for row in rows],
+        next_cursor=encode_cursor([rows[-1]["id"]]) if more else None,
+    )
 
 
 @router.post("/alerts/{alert_id}/ack", responses=problems(404, 422))

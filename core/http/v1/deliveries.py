@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
-from core.http.v1.shared import problems
+from core.http.v1.shared import Page, problems
 from core.outbox import deliveries
+from core.owner.destinations import DestinationType
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
-from core.platform.vocabulary import DeliveryStatus
+from core.platform.vocabulary import DeliveryKind, DeliveryStatus
 
 router = APIRouter(tags=["deliveries"], responses=problems(401, 503))
+
+
+class Delivery(BaseModel):
+    """A delivery as listed; `GET /v1/deliveries/{id}` adds `max_attempts` and `history`."""
+
+    id: str
+    submission: str | None = Field(description="null for a digest")
+    destination: str | None = Field(description="null for an acknowledgement email")
+    kind: DeliveryKind
+    channel: DestinationType
+    status: DeliveryStatus
+    reason: str | None = Field(description="why it ended unsent, e.g. `http_404`")
+    attempts: int
+    next_attempt_at: datetime
+    last_detail: str | None = Field(description="the last attempt's outcome, e.g. `http_503`")
+    created_at: datetime
+    sent_at: datetime | None
 
 
 @router.get("/deliveries", responses=problems(422))
@@ -26,8 +46,8 @@ async def list_deliveries(
     submission: str | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> dict[str, Any]:
-    """The organization's deliveries, newest first, `{"data", "next_cursor"}`."""
+) -> Page[Delivery]:
+    """The organization's deliveries, newest first."""
     position = decode_cursor(cursor)
     before = str(position[0]) if position else None
     async with services.db.scoped(scope) as conn:
@@ -42,7 +62,10 @@ async def list_deliveries(
         )
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"data": rows, "next_cursor": encode_cursor([rows[-1]["id"]]) if more else None}
+    return Page[Delivery](
+        data=[Delivery(**row) for row in rows],
+        next_cursor=encode_cursor([rows[-1]["id"]]) if more else None,
+    )
 
 
 @router.get("/deliveries/{delivery_id}", responses=problems(404, 422))

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
-from core.http.v1.shared import problems
+from core.http.v1.shared import Page, problems
 from core.platform.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -19,7 +20,7 @@ from core.platform.pagination import (
     encode_time_cursor,
 )
 from core.platform.storage import storage_for
-from core.platform.vocabulary import SubmissionStatus
+from core.platform.vocabulary import SubmissionFlag, SubmissionReason, SubmissionStatus
 from core.submissions.records import (
     erase_submission,
     export_csv,
@@ -32,6 +33,20 @@ from core.submissions.records import (
 router = APIRouter(tags=["submissions"], responses=problems(401, 503))
 
 
+class SubmissionSummary(BaseModel):
+    """A submission as listed: its receipt and state, without values."""
+
+    id: str
+    form: str
+    status: SubmissionStatus
+    reason: SubmissionReason | None = Field(description="why it is quarantined or spam")
+    flags: list[SubmissionFlag]
+    received_at: datetime
+    erase_at: datetime | None = Field(description="when the values pass their retention")
+    erased_at: datetime | None
+    values_state: Literal["present", "erased", "expired"]
+
+
 @router.get("/submissions", responses=problems(422))
 async def submissions_list(
     scope: ScopeDep,
@@ -42,7 +57,7 @@ async def submissions_list(
     since: datetime | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> dict[str, Any]:
+) -> Page[SubmissionSummary]:
     """The organization's submissions, newest first, without values."""
     async with services.db.scoped(scope) as conn:
         page = await list_submissions(
@@ -60,7 +75,9 @@ async def submissions_list(
         page = page[:limit]
         last = page[-1]
         next_cursor = encode_time_cursor(last["received_at"], last["id"])
-    return {"data": page, "next_cursor": next_cursor}
+    return Page[SubmissionSummary](
+        data=[SubmissionSummary(**row) for row in page], next_cursor=next_cursor
+    )
 
 
 @router.get("/submissions/export.csv", response_class=StreamingResponse, responses=problems(422))

@@ -60,6 +60,24 @@ async def test_openapi__documents_bodies_and_problem_responses(services: Service
     assert "409" in document["paths"]["/v1/forms/{form_id}/routes"]["post"]["responses"]
 
 
+async def test_openapi__every_list_is_a_typed_page(services: Services) -> None:
+    document = await _document(services)
+    schemas = document["components"]["schemas"]
+    not_lists = {"/v1/usage", "/v1/submissions/export.csv"}
+    lists = [
+        path
+        for path, item in document["paths"].items()
+        if "get" in item and not path.endswith("}") and path not in not_lists
+    ]
+    assert len(lists) >= 10
+    for path in lists:
+        body = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
+        page = schemas[body["schema"]["$ref"].rsplit("/", 1)[1]]
+        assert page["required"] == ["data", "next_cursor"], path
+        item = schemas[page["properties"]["data"]["items"]["$ref"].rsplit("/", 1)[1]]
+        assert item["properties"], path
+
+
 async def test_openapi__secrets_are_write_only(services: Services) -> None:
     schemas = (await _document(services))["components"]["schemas"]
     for model in ("FormFields", "FormPatch", "DestinationFields", "DestinationPatch"):
