@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
-from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.destinations.base import ValidationContext
+from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
+from core.destinations.registry import ADAPTERS
+from core.http.dashboard.destination_fields import destination_form, posted_config
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
@@ -28,12 +29,14 @@ def _context(services: Services) -> ValidationContext:
     return ValidationContext(allow_private_targets=services.settings.allow_private_targets)
 
 
-def _config(kind: str, posted: FormData) -> dict[str, Any]:
-    if kind == "webhook":
-        return {"url": str(posted.get("url") or "")}
-    if kind == "email":
-        return {"to": [a.strip() for a in str(posted.get("to") or "").split(",") if a.strip()]}
-    return {"chat_id": str(posted.get("chat_id") or "")}
+def _rotation(adapter: Adapter | None) -> str | None:
+    """The input a secret is rotated with: `secret`, the config field that is the secret,
+    or None for a type without one."""
+    if adapter is None:
+        return None
+    if adapter.secret_field is not None:
+        return adapter.secret_field
+    return "secret" if adapter.secret_hint else None
 
 
 async def _destinations_page(
@@ -47,6 +50,9 @@ async def _destinations_page(
         found = await destinations.list_destinations(conn, scope, after=None, limit=500)
         rates = await destinations.success_rates(conn, scope, now=utcnow())
     for row in found:
+        adapter = ADAPTERS.get(row["type"])
+        row["type_label"] = adapter.label if adapter else row["type"]
+        row["rotate"] = _rotation(adapter)
         row["shown"] = submissions.redacted_target(row["type"], row["config"]) or {}
         rate = rates.get(row["id"])
         row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
@@ -58,6 +64,7 @@ async def _destinations_page(
         title="Destinations",
         active="/app/destinations",
         destinations=found,
+        form=destination_form(),
         test=test,
     )
 
@@ -73,11 +80,12 @@ async def destinations_list(
 async def destination_create(
     services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
-    kind = str(posted.get("type") or "webhook")
+    kind = str(posted.get("type") or "")
+    adapter = ADAPTERS.get(kind)
     data: dict[str, Any] = {
         "type": kind,
         "name": str(posted.get("name") or ""),
-        "config": _config(kind, posted),
+        "config": {} if adapter is None else posted_config(adapter, posted),
     }
     if posted.get("secret"):
         data["secret"] = str(posted.get("secret"))
@@ -103,11 +111,18 @@ async def destination_update(
         data["name"] = str(posted.get("name"))
     if posted.get("secret"):
         data["secret"] = str(posted.get("secret"))
-    try:
-        patch = destinations.DestinationPatch.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
+        found = await destinations.get_destination(
+            conn, session.scope, destination_id=destination_id
+        )
+        field = ADAPTERS[found["type"]].secret_field
+        if field is not None and posted.get(field):
+            # The config field that is the secret: a new value rotates it.
+            data["config"] = {field: str(posted.get(field))}
+        try:
+            patch = destinations.DestinationPatch.model_validate(data)
+        except ValidationError as exc:
+            raise invalid_input(exc) from None
         await destinations.update_destination(
             conn, session.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
         )

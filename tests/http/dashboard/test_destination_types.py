@@ -1,0 +1,96 @@
+"""The dashboard's destination form comes from the registry, and every chat type (whose
+incoming-webhook URL is its secret) is added, delivered to and rotated through it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.destinations.http import close_shared_client
+from core.destinations.registry import ADAPTERS
+from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
+from core.platform.db import Conn
+from core.platform.services import Services
+from tests.conftest import make_org
+from tests.support.dashboard import dashboard_client, sign_in
+from tests.support.peers import receiver
+from tests.support.submit import create_form, create_route, rows, submit_client
+
+CHAT_TYPES = sorted(name for name, adapter in ADAPTERS.items() if adapter.secret_field)
+TOKEN = "url-token-that-is-the-secret-4421"
+
+
+async def test_destination_form__offers_every_registered_type_and_config_field(
+    services: Services, conn: Conn
+) -> None:
+    _scope, key = await make_org(conn)
+    async with dashboard_client(services) as client:
+        await sign_in(client, key)
+        page = (await client.get("/app/destinations")).text
+    for name, adapter in ADAPTERS.items():
+        assert f'<option value="{name}">{adapter.label}</option>' in page
+        for field in adapter.Config.model_fields:
+            assert f'name="{field}"' in page
+
+
+@pytest.mark.parametrize("kind", CHAT_TYPES)
+async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
+    services: Services, conn: Conn, kind: str
+) -> None:
+    scope, key = await make_org(conn)
+    form_id = await create_form(conn, scope, name="Contact", labels={"message": "Message"})
+    with receiver() as first, receiver() as second:
+        async with dashboard_client(services) as client:
+            token = await sign_in(client, key)
+            added = await client.post(
+                "/app/destinations",
+                data={
+                    "csrf": token,
+                    "type": kind,
+                    "name": "Team chat",
+                    "url": f"{first.url}/hook/{TOKEN}",
+                },
+            )
+            assert added.status_code == 303, added.text
+            listing = (await client.get("/app/destinations")).text
+            assert "Team chat" in listing and ADAPTERS[kind].label in listing
+            assert f"{first.url}/hook/…" in listing and TOKEN not in listing
+            (dest,) = await rows(conn, "SELECT id FROM destinations WHERE name = 'Team chat'")
+            await create_route(conn, scope, form_id, dest["id"])
+
+            async with submit_client(services) as visitor:
+                sent = await visitor.post(f"/s/{form_id}", json={"message": "Hello there"})
+            assert sent.status_code == 201, sent.text
+            receipt = sent.json()["receipt"]
+            stats = await Deliverer(services, options=WorkerOptions(timeout=2)).run_pass(
+                now=utcnow(), budget=5
+            )
+            assert stats["sent"] == 1, stats
+            [request] = first.requests
+            assert request.path == f"/hook/{TOKEN}"
+            body = json.dumps(json.loads(request.body), ensure_ascii=False)
+            assert "Hello there" in body and "Message" in body and receipt in body
+
+            rotated = await client.post(
+                f"/app/destinations/{dest['id']}",
+                data={"csrf": token, "url": f"{second.url}/hook/{TOKEN}-2"},
+            )
+            assert rotated.status_code == 303, rotated.text
+            versions = await rows(
+                conn,
+                "SELECT version FROM destination_secrets WHERE destination_id = %(id)s",
+                id=dest["id"],
+            )
+            assert sorted(v["version"] for v in versions) == [1, 2]
+            async with submit_client(services) as visitor:
+                again = await visitor.post(f"/s/{form_id}", json={"message": "Second"})
+            assert again.status_code == 201, again.text
+            await Deliverer(services, options=WorkerOptions(timeout=2)).run_pass(
+                now=utcnow(), budget=5
+            )
+            await close_shared_client()
+    assert len(first.requests) == 1
+    [later] = second.requests
+    assert later.path == f"/hook/{TOKEN}-2" and b"Second" in later.body
