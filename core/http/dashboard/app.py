@@ -23,9 +23,9 @@ from core.http.dashboard.pages import (
     see_other,
     set_cookie,
 )
-from core.http.dashboard.sessions import close_session, open_session
 from core.http.deps import ServicesDep
 from core.http.problems import http_error_response, problem_for, status_and_code
+from core.owner.dashboard_sessions import close_session, open_session
 from core.platform.clock import utcnow
 from core.platform.errors import PostbagError, Unauthenticated
 

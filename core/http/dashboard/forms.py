@@ -11,11 +11,11 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
-from core.http.dashboard.sessions import DashboardSession
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.http.v1.forms import submit_url
 from core.owner import destinations, forms, routes
+from core.owner.dashboard_sessions import DashboardSession
 from core.owner.forms import invalid_input
 from core.platform.errors import InvalidInput
 from core.platform.services import Services

@@ -12,8 +12,8 @@ from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from core.http.dashboard.sessions import DashboardSession, load_session
 from core.http.deps import ServicesDep
+from core.owner.dashboard_sessions import DashboardSession, load_session
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
