@@ -70,3 +70,12 @@ async def load_session(
 async def close_session(conn: Conn, session_id: str) -> None:
     """Sign out: the session row is deleted at once."""
     await conn.execute(queries["delete_dashboard_session"], {"id_hash": _hash(session_id)})
+
+
+async def forget_idle_sessions(conn: Conn, *, now: datetime) -> int:
+    """Delete the sessions idle past the limit (the retention tick's sweep); how many."""
+    cur = await conn.execute(
+        queries["delete_idle_dashboard_sessions"],
+        {"now": now, "idle_seconds": IDLE_LIMIT.total_seconds()},
+    )
+    return cur.rowcount

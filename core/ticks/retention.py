@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from core.outbox import store as outbox
 from core.owner.alerts import raise_alert
+from core.owner.dashboard_sessions import forget_idle_sessions
 from core.platform.db import Conn
 from core.platform.errors import PostbagError
 from core.platform.health import MAX_DELETE_ATTEMPTS
@@ -225,7 +226,8 @@ async def _infer_one(
 async def housekeeping(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
-    """Schema inference, the destination health rollup and the release of held deliveries."""
+    """Schema inference, the destination health rollup, the release of held deliveries and
+    the sweep of idle dashboard sessions (they are refused once idle; this forgets them)."""
     stats: Counter[str] = Counter()
     async with services.db.connection() as conn:
         stats["schemas_inferred"] = await infer_schemas(
@@ -236,6 +238,7 @@ async def housekeeping(
         # The same statement the deliver tick runs first: an upgrade or a new month releases
         # held deliveries even while no delivery is due.
         stats["released"] = await outbox.release_held(conn, now=now)
+        stats["sessions_forgotten"] = await forget_idle_sessions(conn, now=now)
     return stats
 
 
