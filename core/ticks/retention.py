@@ -29,7 +29,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
-from core.submissions.records import erase_many
+from core.submissions.erasure import erase_many
 from core.ticks.inference import infer_schema
 
 # An object stored by a submit whose transaction never committed is an orphan after this.

@@ -241,7 +241,7 @@ async def test_digest__submit_plans_no_immediate_delivery_for_a_digest_route(
 async def test_digest__a_later_erase_scrubs_the_digest_snapshot(
     services: Services, conn: Conn
 ) -> None:
-    from core.submissions.records import erase_many
+    from core.submissions.erasure import erase_many
 
     tenant = await make_tenant(conn)
     _, rte = await _digest_route(conn, tenant)

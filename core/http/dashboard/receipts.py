@@ -19,6 +19,7 @@ from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
 from core.platform.services import Services
 from core.submissions import records as submissions
+from core.submissions.erasure import erase_submission
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 
@@ -124,7 +125,7 @@ async def erase(
     scope, now = session.scope, utcnow()
     if form.get("confirm") != "yes":
         return see_other(f"/app/submissions/{submission_id}/erase")
-    await submissions.erase_submission(services, scope, submission_id, now=now)
+    await erase_submission(services, scope, submission_id, now=now)
     return see_other(f"/app/submissions/{submission_id}")
 
 

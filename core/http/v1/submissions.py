@@ -21,14 +21,9 @@ from core.platform.pagination import (
 )
 from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionFlag, SubmissionReason, SubmissionStatus
-from core.submissions.records import (
-    erase_submission,
-    export_csv,
-    export_fields,
-    get_attachment,
-    get_submission,
-    list_submissions,
-)
+from core.submissions.erasure import erase_submission
+from core.submissions.export import export_csv, export_fields
+from core.submissions.records import get_attachment, get_submission, list_submissions
 
 router = APIRouter(tags=["submissions"], responses=problems(401, 503))
 
