@@ -10,9 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from core.destinations.registry import ADAPTERS
 from core.destinations.templates import template_errors
-from core.owner.forms import invalid_input
 from core.platform.db import Conn
-from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists
+from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists, invalid_input
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped

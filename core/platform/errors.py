@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class PostbagError(Exception):
     """Base of every error Postbag raises on purpose."""
@@ -113,3 +118,12 @@ class DestinationPaused(PostbagError):
 
 class DestinationRemoved(PostbagError):
     """The destination was deleted, so nothing is sent to it."""
+
+
+def invalid_input(exc: ValidationError) -> InvalidInput:
+    """A pydantic error as InvalidInput listing the offending fields (never their values)."""
+    errors = [
+        {"field": ".".join(str(part) for part in err["loc"]), "message": err["msg"]}
+        for err in exc.errors()
+    ]
+    return InvalidInput("the request has invalid fields", errors)

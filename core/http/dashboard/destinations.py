@@ -17,8 +17,8 @@ from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.outbox import deliveries
 from core.owner import destinations
-from core.owner.forms import invalid_input
 from core.platform.clock import utcnow
+from core.platform.errors import invalid_input
 from core.platform.services import Services
 from core.submissions import records as submissions
 

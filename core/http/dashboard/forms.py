@@ -16,8 +16,8 @@ from core.http.deps import ServicesDep
 from core.http.v1.forms import submit_url
 from core.owner import destinations, forms, routes
 from core.owner.dashboard_sessions import DashboardSession
-from core.owner.forms import invalid_input
-from core.platform.errors import InvalidInput
+from core.owner.form_settings import FormFields, FormPatch
+from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -102,7 +102,7 @@ async def form_new(request: Request, services: ServicesDep, session: SessionDep)
 @router.post("/forms")
 async def form_create(services: ServicesDep, session: SessionDep, posted: CheckedForm) -> Response:
     try:
-        fields = forms.FormFields.model_validate(_form_settings(posted) | {"accepting": True})
+        fields = FormFields.model_validate(_form_settings(posted) | {"accepting": True})
     except ValidationError as exc:
         raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
@@ -150,7 +150,7 @@ async def form_update(
 ) -> Response:
     settings = _form_settings(posted)
     try:
-        patch = forms.FormPatch.model_validate(settings)
+        patch = FormPatch.model_validate(settings)
     except ValidationError as exc:
         raise invalid_input(exc) from None
     return await _patch_form(services, session, form_id, patch)
@@ -160,12 +160,12 @@ async def form_update(
 async def form_accepting(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
-    patch = forms.FormPatch(accepting=posted.get("accepting") == "on")
+    patch = FormPatch(accepting=posted.get("accepting") == "on")
     return await _patch_form(services, session, form_id, patch)
 
 
 async def _patch_form(
-    services: Services, session: DashboardSession, form_id: str, patch: forms.FormPatch
+    services: Services, session: DashboardSession, form_id: str, patch: FormPatch
 ) -> Response:
     """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
     async with services.db.scoped(session.scope) as conn:

@@ -13,7 +13,7 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import forms
-from core.owner.forms import AckEmail, FileField, FormFields, FormPatch, RateLimit
+from core.owner.form_settings import AckEmail, FileField, FormFields, FormPatch, RateLimit
 from core.platform.settings import Settings
 from core.platform.vocabulary import SchemaMode
 

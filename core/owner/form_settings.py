@@ -1,0 +1,244 @@
+"""A form's settings: one validated model for the API, the dashboard and the code, the
+rules across fields, and their mapping to the `forms` columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from psycopg.types.json import Jsonb
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
+
+from core.destinations.templates import template_errors
+from core.platform.errors import InvalidInput, InvalidTemplate
+from core.platform.vocabulary import SchemaMode
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_FILES_PER_FIELD = 5
+
+# The supported formats (docs/submit.md), by extension and by exact MIME type; both spellings may be
+# declared on a file field, and the submit path checks the bytes against them.
+SUPPORTED_FILE_TYPES: Mapping[str, str] = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+    ".avif": "image/avif",
+    ".gif": "image/gif",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".ods": "application/vnd.oasis.opendocument.spreadsheet",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".rtf": "application/rtf",
+    ".txt": "text/plain",
+    ".csv": "text/csv",
+}
+_MIME_TYPES = frozenset(SUPPORTED_FILE_TYPES.values())
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+FieldName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-\[\]]{0,99}$")]
+FormName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Origin = Annotated[str, StringConstraints(max_length=300)]
+RetentionDays = Annotated[int, Field(ge=1, le=3650)]
+TurnstileSecret = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+def _origin(value: str) -> str:
+    """`scheme://host[:port]`, lower-cased, without a default port; anything else is refused."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(f"{value!r} is not an origin like https://example.com")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{value!r} must not contain a user name or password")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"{value!r} must be an origin only, without a path")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{value!r} has an invalid port") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    suffix = f":{port}" if port is not None and port != _DEFAULT_PORTS[parts.scheme] else ""
+    return f"{parts.scheme}://{host}{suffix}"
+
+
+def _redirect_url(value: str) -> str:
+    parts = urlsplit(value)
+    if len(value) > 2048:
+        raise ValueError("must be at most 2048 characters")
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError("must be an https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not contain a user name or password")
+    return value
+
+
+class RateLimit(BaseModel):
+    """At most `max` submissions per client per `per_seconds` before quarantine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max: int = Field(default=10, ge=1, le=10_000)
+    per_seconds: int = Field(default=600, ge=1, le=86_400)
+
+
+class FileField(BaseModel):
+    """A form field that takes files: allowed types (extensions or exact MIME types)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    types: list[str] = Field(min_length=1, max_length=32, examples=[[".pdf", "image/png"]])
+    max_files: int = Field(default=1, ge=1, le=MAX_FILES_PER_FIELD)
+    max_bytes: int = Field(default=MAX_FILE_BYTES, ge=1, le=MAX_FILE_BYTES)
+    required: bool = False
+
+    @field_validator("types")
+    @classmethod
+    def _check_types(cls, value: list[str]) -> list[str]:
+        checked = []
+        for item in value:
+            kind = item.strip().lower()
+            if "*" in kind:
+                raise ValueError(f"{item!r}: wildcards are not allowed; list exact types")
+            if kind not in SUPPORTED_FILE_TYPES and kind not in _MIME_TYPES:
+                raise ValueError(f"{item!r} is not a supported file type")
+            checked.append(kind)
+        return list(dict.fromkeys(checked))
+
+
+class AckEmail(BaseModel):
+    """A plain-text acknowledgement to the address in `field`, sent only with consent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field: FieldName
+    subject: str = Field(default="Thanks, we received your message", min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=10_000)
+
+
+class FormFields(BaseModel):
+    """A form's settings as created; PATCH takes the same fields, each optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: FormName
+    accepting: bool = True
+    allowed_origins: list[Origin] = Field(
+        default_factory=list, max_length=100, description="`scheme://host[:port]`; empty = any"
+    )
+    honeypot_field: FieldName = "_gotcha"
+    redirect_url: str | None = Field(
+        default=None, description="https URL for plain HTML form posts"
+    )
+    retention_days: RetentionDays | None = Field(
+        default=None, description="null = the plan's default"
+    )
+    rate_limit: RateLimit = Field(default_factory=lambda: RateLimit())
+    schema_mode: SchemaMode = "off"
+    labels: dict[FieldName, Label] = Field(default_factory=dict, max_length=500)
+    file_fields: dict[FieldName, FileField] = Field(default_factory=dict, max_length=20)
+    consent_field: FieldName | None = None
+    ack_email: AckEmail | None = None
+    turnstile_secret: TurnstileSecret | None = Field(
+        default=None,
+        description="Cloudflare Turnstile secret; write-only (reads show `turnstile_enabled`)",
+        json_schema_extra={"writeOnly": True},
+    )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(_origin(item) for item in value))
+
+    @field_validator("redirect_url")
+    @classmethod
+    def _check_redirect(cls, value: str | None) -> str | None:
+        return None if value is None else _redirect_url(value)
+
+
+class FormPatch(BaseModel):
+    """A change to some of a form's settings; fields left out keep their value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: FormName | None = None
+    accepting: bool | None = None
+    allowed_origins: list[Origin] | None = None
+    honeypot_field: FieldName | None = None
+    redirect_url: str | None = None
+    retention_days: RetentionDays | None = None
+    rate_limit: RateLimit | None = None
+    schema_mode: SchemaMode | None = None
+    labels: dict[FieldName, Label] | None = None
+    file_fields: dict[FieldName, FileField] | None = None
+    consent_field: FieldName | None = None
+    ack_email: AckEmail | None = None
+    turnstile_secret: TurnstileSecret | None = Field(
+        default=None,
+        description="write-only; null turns Turnstile off",
+        json_schema_extra={"writeOnly": True},
+    )
+
+
+def check_rules(fields: FormFields) -> None:
+    """The rules that involve more than one field, or templates."""
+    ack = fields.ack_email
+    if ack is None:
+        return
+    if fields.consent_field is None:
+        raise InvalidInput(
+            "an acknowledgement email needs a consent_field",
+            [{"field": "ack_email", "message": "set consent_field: acks go only with consent"}],
+        )
+    for name in ("subject", "text"):
+        problems = template_errors(getattr(ack, name))
+        if problems:
+            raise InvalidTemplate(
+                problems[0], [{"field": f"ack_email.{name}", "message": problems[0]}]
+            )
+
+
+def columns(fields: FormFields) -> dict[str, Any]:
+    return {
+        "name": fields.name,
+        "accepting": fields.accepting,
+        "allowed_origins": fields.allowed_origins,
+        "honeypot_field": fields.honeypot_field,
+        "redirect_url": fields.redirect_url,
+        "retention_days": fields.retention_days,
+        "rate_limit_max": fields.rate_limit.max,
+        "rate_limit_per_seconds": fields.rate_limit.per_seconds,
+        "schema_mode": fields.schema_mode,
+        "labels": Jsonb(fields.labels),
+        "file_fields": Jsonb({k: v.model_dump() for k, v in fields.file_fields.items()}),
+        "consent_field": fields.consent_field,
+        "ack_email": Jsonb(fields.ack_email.model_dump()) if fields.ack_email else None,
+    }
+
+
+def fields_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored form's settings in FormFields' shape (without the write-only secret)."""
+    return {
+        "name": row["name"],
+        "accepting": row["accepting"],
+        "allowed_origins": row["allowed_origins"],
+        "honeypot_field": row["honeypot_field"],
+        "redirect_url": row["redirect_url"],
+        "retention_days": row["retention_days"],
+        "rate_limit": {"max": row["rate_limit_max"], "per_seconds": row["rate_limit_per_seconds"]},
+        "schema_mode": row["schema_mode"],
+        "labels": row["labels"],
+        "file_fields": row["file_fields"],
+        "consent_field": row["consent_field"],
+        "ack_email": row["ack_email"],
+    }
