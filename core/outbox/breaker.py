@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from core.destinations.base import Result
-from core.outbox import store as outbox
+from core.outbox import store
 from core.outbox.backoff import MAX_DELAY
 from core.outbox.store import Claim
 from core.platform.db import Database
@@ -53,17 +53,17 @@ class Breaker:
     async def take_probe(self, claim: Claim, destination: str) -> bool:
         """Whether this delivery is its failing destination's probe; if not, push it back."""
         async with self._db.connection() as conn:
-            if await outbox.take_probe(conn, destination, now=self._now()) is not None:
+            if await store.take_probe(conn, destination, now=self._now()) is not None:
                 self._stats["probes"] += 1
                 return True
-            is_failing, _ = await outbox.probe_window_end(conn, destination)
+            is_failing, _ = await store.probe_window_end(conn, destination)
             if not is_failing:
                 # Restored meanwhile (another worker's probe succeeded): send normally.
                 self._failing[destination] = False
                 return True
             # Parked: the probe's success releases it at once; if no probe ever succeeds it
             # comes back after the longest backoff, like any retry.
-            await outbox.release(
+            await store.release(
                 conn,
                 claim,
                 now=self._now(),
@@ -82,7 +82,7 @@ class Breaker:
     async def promote_next_probe(self, destination: str, *, at: datetime, now: datetime) -> None:
         """A failed probe ended dead: make one parked delivery the next probe, due `at`."""
         async with self._db.connection() as conn:
-            await outbox.promote_parked(conn, destination, at=at, now=now)
+            await store.promote_parked(conn, destination, at=at, now=now)
 
     async def failed(self, destination: str, *, now: datetime, probe: bool) -> None:
         """A failure's outcome is written: count it (a probe's is counted already)."""
@@ -96,7 +96,7 @@ class Breaker:
         if not self._dirty.get(destination, True):
             return
         async with self._db.connection() as conn:
-            released = await outbox.destination_succeeded(conn, destination, now=now)
+            released = await store.destination_succeeded(conn, destination, now=now)
         self._failing[destination] = False
         # Known healthy with no failures since: later successes need not write.
         self._dirty[destination] = False
@@ -104,7 +104,7 @@ class Breaker:
 
     async def _count(self, destination: str, *, now: datetime, probe: bool) -> datetime | None:
         async with self._db.connection() as conn:
-            is_failing, window_end = await outbox.destination_failed(
+            is_failing, window_end = await store.destination_failed(
                 conn, destination, now=now, probe=probe
             )
         self._failing[destination] = is_failing

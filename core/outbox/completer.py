@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from core.outbox import store as outbox
+from core.outbox import store
 from core.platform.db import Database
 
 
@@ -14,10 +14,10 @@ class Completer:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._waiting: list[tuple[outbox.Outcome, asyncio.Future[bool]]] = []
+        self._waiting: list[tuple[store.Outcome, asyncio.Future[bool]]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def write(self, outcome: outbox.Outcome) -> bool:
+    async def write(self, outcome: store.Outcome) -> bool:
         """Write `outcome` with the others waiting; whether its claim was still ours."""
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((outcome, written))
@@ -33,7 +33,7 @@ class Completer:
                     # One connection while groups keep coming (no pool check before each).
                     async with self._db.connection() as conn:
                         while True:
-                            won = await outbox.finish(conn, [outcome for outcome, _ in group])
+                            won = await store.finish(conn, [outcome for outcome, _ in group])
                             for (_, written), result in zip(group, won, strict=True):
                                 # Done already when its send's task was cancelled: written
                                 # all the same.

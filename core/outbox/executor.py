@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from core.destinations.base import DeliveryContext, Result
 from core.destinations.registry import ADAPTERS
-from core.outbox import store as outbox
+from core.outbox import store
 from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
@@ -52,13 +52,13 @@ async def execute(claim: Claim, state: PassState) -> None:
 async def _deliver(claim: Claim, state: PassState) -> None:
     reason = skip_reason(claim, state.now())
     if reason is not None:
-        await state.completer.write(outbox.Outcome(claim, state.now(), "skipped", reason, reason))
+        await state.completer.write(store.Outcome(claim, state.now(), "skipped", reason, reason))
         state.stats["skipped"] += 1
         log.info("delivery skipped", extra={**claim.log_ids, "detail": {"reason": reason}})
         return
     if claim.over_quota:
         async with state.services.db.connection() as conn:
-            await outbox.release(conn, claim, now=state.now(), held=True, detail="over_quota")
+            await store.release(conn, claim, now=state.now(), held=True, detail="over_quota")
         state.stats["held"] += 1
         return
     destination = claim.destination_id

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from core.outbox import store as outbox
+from core.outbox import store
 from core.outbox.executor import execute
 from core.outbox.store import Claim
 from core.platform.logs import log
@@ -42,7 +42,7 @@ class Producer:
                 await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 continue
             async with state.services.db.connection() as conn:
-                claims = await outbox.claim_due(
+                claims = await store.claim_due(
                     conn, now=state.now(), limit=min(opts.batch, room), lease=opts.lease
                 )
             state.stats["claimed"] += len(claims)
@@ -83,6 +83,6 @@ class Producer:
         async with state.services.db.connection() as conn:
             for task in late:
                 claim = self._claim_of[task]
-                if await outbox.release(conn, claim, now=state.now(), detail="pass_ended"):
+                if await store.release(conn, claim, now=state.now(), detail="pass_ended"):
                     state.stats["given_back"] += 1
                     log.info("claim given back at the end of the pass", extra=claim.log_ids)

@@ -21,7 +21,7 @@ import aiohttp
 
 from core.destinations.http import shared_client
 from core.destinations.ssrf import Resolver, system_resolver
-from core.outbox import store as outbox
+from core.outbox import store
 from core.outbox.breaker import Breaker
 from core.outbox.completer import Completer
 from core.outbox.producer import Producer
@@ -90,7 +90,7 @@ class Deliverer:
         db = self.services.db
         stats: Counter[str] = Counter()
         async with db.connection() as conn:
-            stats["released"] = await outbox.release_held(conn, now=now)
+            stats["released"] = await store.release_held(conn, now=now)
 
         def clock() -> datetime:
             return now + timedelta(seconds=time.monotonic() - started)

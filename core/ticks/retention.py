@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.outbox import store as outbox
+from core.outbox import store
 from core.owner.alerts import raise_alert
 from core.owner.dashboard_sessions import forget_idle_sessions
 from core.platform.db import Conn
@@ -237,7 +237,7 @@ async def housekeeping(
         stats["destinations_rolled_up"] = cur.rowcount
         # The same statement the deliver tick runs first: an upgrade or a new month releases
         # held deliveries even while no delivery is due.
-        stats["released"] = await outbox.release_held(conn, now=now)
+        stats["released"] = await store.release_held(conn, now=now)
         stats["sessions_forgotten"] = await forget_idle_sessions(conn, now=now)
     return stats
 

@@ -14,7 +14,7 @@ from aiosmtpd.smtp import Envelope
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from core.destinations.registry import email as email_adapter
+from core.destinations import email as email_adapter
 from core.destinations.text import message
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow

@@ -20,7 +20,7 @@ from core.owner import destinations
 from core.platform.clock import utcnow
 from core.platform.errors import invalid_input
 from core.platform.services import Services
-from core.submissions import records as submissions
+from core.submissions import records
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 
@@ -53,7 +53,7 @@ async def _destinations_page(
         adapter = ADAPTERS.get(row["type"])
         row["type_label"] = adapter.label if adapter else row["type"]
         row["rotate"] = _rotation(adapter)
-        row["shown"] = submissions.redacted_target(row["type"], row["config"]) or {}
+        row["shown"] = records.redacted_target(row["type"], row["config"]) or {}
         rate = rates.get(row["id"])
         row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
     return await page(

@@ -14,7 +14,7 @@ from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.platform.pagination import decode_time_cursor, encode_time_cursor
-from core.submissions import records as submissions
+from core.submissions import records
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 PAGE_SIZE = 50
@@ -35,7 +35,7 @@ async def inbox(
     if wanted not in (None, "accepted", "spam", "quarantined", "test"):
         raise InvalidInput("unknown status", [{"field": "status", "message": "unknown"}])
     async with services.db.scoped(scope) as conn:
-        rows = await submissions.list_submissions(
+        rows = await records.list_submissions(
             conn,
             scope,
             now=now,
@@ -47,7 +47,7 @@ async def inbox(
             flag="test" if wanted == "test" else None,
         )
         all_forms = await forms.list_forms(conn, scope, after=None, limit=500)
-        counts = await submissions.delivery_counts(conn, scope, [row["id"] for row in rows])
+        counts = await records.delivery_counts(conn, scope, [row["id"] for row in rows])
     next_href = None
     if len(rows) > PAGE_SIZE:
         rows = rows[:PAGE_SIZE]

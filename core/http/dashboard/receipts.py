@@ -18,7 +18,7 @@ from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
 from core.platform.services import Services
-from core.submissions import records as submissions
+from core.submissions import records
 from core.submissions.erasure import erase_submission
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -47,7 +47,7 @@ async def _receipt(
 ) -> Response:
     scope, now = session.scope, utcnow()
     async with services.db.scoped(scope) as conn:
-        found = await submissions.get_submission(conn, scope, submission_id, now=now)
+        found = await records.get_submission(conn, scope, submission_id, now=now)
         try:
             form = await forms.get_form(conn, scope, form_id=found["form"])
         except PostbagError:
@@ -114,7 +114,7 @@ async def erase_confirm(
 ) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
-        found = await submissions.get_submission(conn, scope, submission_id, now=utcnow())
+        found = await records.get_submission(conn, scope, submission_id, now=utcnow())
     return await page(request, services, session, "erase.html", title="Erase values", sub=found)
 
 
