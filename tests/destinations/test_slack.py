@@ -32,8 +32,6 @@ JSON_ACCEPT = {"Accept": "application/json"}
 HOOK = "/services/T0001/B0002/xoxSecretWebhookToken"
 
 
-# core/intake/submit.py still takes each delivery's attempt limit from
-# core/destinations/channels.py, which names only webhook, email and telegram.
 def slack_ok(_r: Request) -> Answer:
     return 200, {"Content-Type": "text/html"}, b"ok"
 
