@@ -2,33 +2,35 @@
 
 `POSTBAG_TEST_DATABASE_URL` names an admin connection to a server (CI: this machine's
 PostgreSQL); without it, an embedded server (pgserver) is started for the session.
+Below the harness, the fixtures more than one folder of tests asks for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
-import psycopg
+import boto3
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
 
+from core.destinations import email as email_adapter
+from core.destinations.http import close_shared_client
 from core.owner.organizations import create_api_key, create_organization
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.settings import load_settings
+from tests.support.databases import create_database, database_url, drop_database
+from tests.support.settings import SENDER, TEST_SECRET_KEY
 
-TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
-
-
-def database_url(admin_url: str, name: str) -> str:
-    params = conninfo_to_dict(admin_url)
-    params["dbname"] = name
-    return make_conninfo(**params)  # type: ignore[arg-type]
+SES_REGION = "eu-west-1"
 
 
 @pytest.fixture(scope="session")
@@ -44,30 +46,10 @@ def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.cleanup()
 
 
-def _admin(admin_url: str) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(admin_url, autocommit=True)
-
-
-def create_database(admin_url: str, *, template: str | None = None) -> str:
-    name = f"postbag_test_{uuid.uuid4().hex[:12]}"
-    with _admin(admin_url) as conn:
-        if template:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        else:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    return name
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    with _admin(admin_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.fixture(scope="session")
 def template_name(admin_url: str) -> Iterator[str]:
     """A database migrated once per session; tests clone it."""
     name = create_database(admin_url)
-    import asyncio
 
     async def run() -> None:
         conn = await connect(database_url(admin_url, name))
@@ -126,8 +108,50 @@ async def make_org(conn: Conn, name: str = "Acme", plan: str = "free") -> tuple[
     return scope, key.secret
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for a `postbag` subprocess, without the parent's Postbag settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
-    env.update(extra)
-    return env
+@pytest.fixture(autouse=True)
+async def close_http() -> AsyncIterator[None]:
+    """Close the worker's shared HTTP client after each test.
+
+    The client belongs to the session's event loop, so without this one test's keep-alive
+    connections would outlive its receiver; a test that sent nothing has none to close.
+    """
+    yield
+    await close_shared_client()
+
+
+@pytest.fixture
+def ses(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """SES mocked by moto with the test sender verified; the backend records what was sent."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": SES_REGION,
+    }.items():
+        monkeypatch.setenv(key, value)
+    email_adapter._ses_clients.clear()
+    with mock_aws():
+        boto3.client("ses", region_name=SES_REGION).verify_email_identity(EmailAddress=SENDER)
+        from moto.ses.models import ses_backends
+
+        yield ses_backends[DEFAULT_ACCOUNT_ID][SES_REGION]
+    email_adapter._ses_clients.clear()
+
+
+@pytest.fixture(params=["file", "s3"])
+def storage_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Where uploads are stored, once per store: a folder, then an S3 bucket mocked by moto."""
+    if request.param == "file":
+        yield f"file://{tmp_path / 'store'}"
+        return
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        bucket = f"postbag-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        yield f"s3://{bucket}/attachments"

@@ -32,7 +32,8 @@ from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from tests.bench.receiver import start_receiver
-from tests.conftest import create_database, database_url, drop_database, subprocess_env
+from tests.support.cli import subprocess_env
+from tests.support.databases import create_database, database_url, drop_database
 from tests.support.outbox import make_destination, make_many, make_tenant
 
 TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))

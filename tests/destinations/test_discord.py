@@ -16,15 +16,9 @@ from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create, error_fields, tenant
-from tests.support.outbox import (
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-)
+from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.peers import Answer, Request, closed_port, hang, receiver, status
+from tests.support.records import attempts, delivery
 from tests.support.submit import submit_client
 
 FAST = WorkerOptions(timeout=2, margin=0.1)

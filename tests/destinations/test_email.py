@@ -7,34 +7,21 @@ from email.parser import BytesParser
 from email.policy import default as default_policy
 from typing import Any
 
-import boto3
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
-from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
 
-from core.destinations import email as email_adapter
 from core.destinations.text import message
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import (
-    SUBMITTED_AT,
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-    with_settings,
-)
+from tests.support.outbox import SUBMITTED_AT, make_delivery, make_destination, make_tenant
 from tests.support.peers import receiver, status
+from tests.support.records import attempts, delivery
+from tests.support.settings import SENDER, with_settings
 
 FAST = WorkerOptions(timeout=2, margin=0.1)
-REGION = "eu-west-1"
-SENDER = "forms@postbag.test"
 TEMPLATE = {
     "subject": None,
     "text": None,
@@ -42,23 +29,6 @@ TEMPLATE = {
     "field_order": ["name", "email", "subscribe", "notes"],
     "form_name": "Contact",
 }
-
-
-@pytest.fixture
-def ses(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    email_adapter._ses_clients.clear()
-    with mock_aws():
-        boto3.client("ses", region_name=REGION).verify_email_identity(EmailAddress=SENDER)
-        from moto.ses.models import ses_backends
-
-        yield ses_backends[DEFAULT_ACCOUNT_ID][REGION]
-    email_adapter._ses_clients.clear()
 
 
 def test_message__default_text_in_form_order() -> None:

@@ -17,15 +17,10 @@ from core.destinations.ssrf import PinnedTarget, ResolutionFailed, TargetRefused
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.services import Services
-from tests.support.outbox import (
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-    with_settings,
-)
+from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.peers import receiver
+from tests.support.records import delivery
+from tests.support.settings import with_settings
 
 
 def resolver_to(*addresses: str):  # type: ignore[no-untyped-def]

@@ -15,15 +15,9 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import Recorder, api_client, assert_problem, create, error_fields, tenant
-from tests.support.outbox import (
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-)
+from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.peers import Request, closed_port, hang, receiver, status
+from tests.support.records import attempts, delivery
 from tests.support.submit import submit_client
 
 FAST = WorkerOptions(timeout=1, margin=0.1)

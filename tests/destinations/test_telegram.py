@@ -6,17 +6,10 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import (
-    TELEGRAM_TOKEN,
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-    with_settings,
-)
+from tests.support.outbox import TELEGRAM_TOKEN, make_delivery, make_destination, make_tenant
 from tests.support.peers import receiver, telegram_api
+from tests.support.records import attempts, delivery
+from tests.support.settings import with_settings
 
 FAST = WorkerOptions(timeout=2, margin=0.1)
 

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from tests.conftest import TEST_SECRET_KEY, subprocess_env
+from tests.support.cli import subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
+from tests.support.settings import TEST_SECRET_KEY
 
 
 @pytest.mark.parametrize("name", ["submit", "api"])

@@ -21,9 +21,11 @@ import uvicorn
 from core.platform.db import connect
 from core.platform.services import Services
 from local.runner import combined_app
-from tests.conftest import TEST_SECRET_KEY, create_database, database_url, drop_database, make_org
+from tests.conftest import make_org
+from tests.support.databases import create_database, database_url, drop_database
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.submit import built_services, create_form
+from tests.support.settings import TEST_SECRET_KEY, built_services
+from tests.support.submit import create_form
 
 FORM_ID = "frm_01jlambda0multipart0000000"
 COMPARED_HEADERS = (

@@ -11,8 +11,8 @@ import pytest
 
 from core.platform.db import connect
 from core.platform.migrate import migrate
-from tests.conftest import TEST_SECRET_KEY
 from tests.support.lambdas import FakeContext, invoke, load_event
+from tests.support.settings import TEST_SECRET_KEY
 
 
 @pytest.mark.slow

@@ -12,10 +12,10 @@ import pytest
 
 from core.platform.clock import utcnow
 from core.platform.db import Conn
-from tests.conftest import TEST_SECRET_KEY, subprocess_env
-from tests.local.test_cli import postbag
+from tests.support.cli import postbag, subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.outbox import Tenant, make_destination, make_tenant
+from tests.support.settings import TEST_SECRET_KEY
 
 
 async def _digest_world(conn: Conn) -> Tenant:

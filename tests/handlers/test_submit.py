@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from core.platform.db import Conn
-from tests.conftest import TEST_SECRET_KEY
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.submit import built_services, rows, setup_form, submit_client
+from tests.support.records import rows
+from tests.support.settings import TEST_SECRET_KEY, built_services
+from tests.support.submit import setup_form, submit_client
 
 FORM_ID = "frm_01jlambda0multipart0000000"
 

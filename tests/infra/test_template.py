@@ -18,8 +18,8 @@ from samtranslator.yaml_helper import yaml_parse
 
 from core.platform.db import connect
 from core.platform.migrate import discover
-from tests.conftest import TEST_SECRET_KEY
 from tests.support.lambdas import FakeContext, invoke
+from tests.support.settings import TEST_SECRET_KEY
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 

@@ -8,9 +8,9 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.destinations.test_email import SENDER, ses  # noqa: F401
-from tests.support.outbox import close_http, with_settings  # noqa: F401
-from tests.support.submit import rows, setup_form, submit_client
+from tests.support.records import rows
+from tests.support.settings import SENDER, with_settings
+from tests.support.submit import setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 ACK = {
@@ -30,7 +30,7 @@ async def _form(conn: Conn) -> str:
 async def test_acknowledgement__consent_ticked_sends_one_email_with_the_template(
     services: Services,
     conn: Conn,
-    ses: Any,  # noqa: F811
+    ses: Any,
 ) -> None:
     form = await _form(conn)
     async with submit_client(services) as client:
@@ -103,7 +103,7 @@ async def test_acknowledgement__json_true_consent_and_not_for_spam(
 async def test_acknowledgement__dead_email_alerts_on_the_form(
     services: Services,
     conn: Conn,
-    ses: Any,  # noqa: F811
+    ses: Any,
 ) -> None:
     form = await _form(conn)
     async with submit_client(services) as client:

@@ -1,11 +1,7 @@
 from __future__ import annotations
 
 import io
-import struct
-import uuid
 import zipfile
-import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,124 +11,12 @@ from core.intake.attachments import sniff
 from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.storage import storage_for
-from tests.support.submit import api_client, built_services, rows, setup_form, submit_client
+from tests.support.files import ALL_TYPES, SAMPLES, elf, jpeg, object_exists, pdf, png
+from tests.support.records import rows
+from tests.support.settings import built_services
+from tests.support.submit import api_client, setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
-
-
-# --- real sample bytes ------------------------------------------------------------------------
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def png() -> bytes:
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"\x00\xff\x00\x00")
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + _png_chunk(b"IHDR", header)
-        + _png_chunk(b"IDAT", pixels)
-        + _png_chunk(b"IEND", b"")
-    )
-
-
-def jpeg() -> bytes:
-    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
-    return b"\xff\xd8" + app0 + b"\xff\xdb\x00\x43\x00" + bytes(range(64)) + b"\xff\xd9"
-
-
-def gif() -> bytes:
-    return (
-        b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
-        b"!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
-    )
-
-
-def webp() -> bytes:
-    vp8l = b"\x2f\x00\x00\x00\x00\x07\x10\x11\x11\x88\x88\xfe\x07\x00"
-    chunk = b"VP8L" + struct.pack("<I", len(vp8l)) + vp8l
-    return b"RIFF" + struct.pack("<I", 4 + len(chunk)) + b"WEBP" + chunk
-
-
-def avif() -> bytes:
-    ftyp = b"ftypavif" + b"\x00\x00\x00\x00" + b"avifmif1miaf"
-    return struct.pack(">I", 4 + len(ftyp)) + ftyp + b"\x00\x00\x00\x08mdat"
-
-
-def pdf() -> bytes:
-    return (
-        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
-        b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
-    )
-
-
-def office(part: str) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
-        archive.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships/>')
-        archive.writestr(f"{part}/document.xml", '<?xml version="1.0"?><doc/>')
-    return buffer.getvalue()
-
-
-def opendocument(mime: str) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("mimetype", mime, compress_type=zipfile.ZIP_STORED)
-        archive.writestr("content.xml", '<?xml version="1.0"?><office:document-content/>')
-        archive.writestr("META-INF/manifest.xml", '<?xml version="1.0"?><manifest/>')
-    return buffer.getvalue()
-
-
-def elf() -> bytes:
-    return b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"\x02\x00\x3e\x00" + b"\x00" * 100
-
-
-SAMPLES: list[tuple[str, bytes, str]] = [
-    ("pic.png", png(), "image/png"),
-    ("pic.jpg", jpeg(), "image/jpeg"),
-    ("pic.gif", gif(), "image/gif"),
-    ("pic.webp", webp(), "image/webp"),
-    ("pic.avif", avif(), "image/avif"),
-    ("doc.pdf", pdf(), "application/pdf"),
-    (
-        "doc.docx",
-        office("word"),
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ),
-    (
-        "sheet.xlsx",
-        office("xl"),
-        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ),
-    (
-        "slides.pptx",
-        office("ppt"),
-        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ),
-    (
-        "doc.odt",
-        opendocument("application/vnd.oasis.opendocument.text"),
-        "application/vnd.oasis.opendocument.text",
-    ),
-    (
-        "sheet.ods",
-        opendocument("application/vnd.oasis.opendocument.spreadsheet"),
-        "application/vnd.oasis.opendocument.spreadsheet",
-    ),
-    (
-        "slides.odp",
-        opendocument("application/vnd.oasis.opendocument.presentation"),
-        "application/vnd.oasis.opendocument.presentation",
-    ),
-    ("doc.rtf", b"{\\rtf1\\ansi\\deff0 Hello \\b world\\b0.}", "application/rtf"),
-    ("notes.txt", "Grüße, hello\n".encode(), "text/plain"),
-    ("data.csv", b"name,email\nAda,ada@example.com\n", "text/csv"),
-]
-
-ALL_TYPES = [name[name.rindex(".") :] for name, _data, _mime in SAMPLES]
 
 
 # --- sniffing, without a database -------------------------------------------------------------
@@ -167,39 +51,6 @@ def test_sniff__zip_without_office_content_is_unsupported(tmp_path: Path) -> Non
 # --- through HTTP, for both stores --------------------------------------------------------------
 
 
-@pytest.fixture(params=["file", "s3"])
-def storage_url(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
-    if request.param == "file":
-        yield f"file://{tmp_path / 'store'}"
-        return
-    from moto import mock_aws
-
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        import boto3
-
-        bucket = f"postbag-{uuid.uuid4().hex[:12]}"
-        boto3.client("s3").create_bucket(Bucket=bucket)
-        yield f"s3://{bucket}/attachments"
-
-
-def _object_exists(storage_url: str, key: str) -> bool:
-    if storage_url.startswith("file://"):
-        return (Path(storage_url.removeprefix("file://")) / key).exists()
-    import boto3
-
-    bucket, prefix = storage_url.removeprefix("s3://").split("/", 1)
-    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{key}")
-    return int(listed.get("KeyCount", 0)) > 0
-
-
 async def test_attachments__stored_privately_downloaded_and_erased(
     db_url: str, tmp_path: Path, conn: Conn, storage_url: str
 ) -> None:
@@ -232,7 +83,7 @@ async def test_attachments__stored_privately_downloaded_and_erased(
         ]
         for attachment in stored:
             assert str(attachment["storage_key"]).split("/")[1] == receipt
-            assert _object_exists(storage_url, str(attachment["storage_key"]))
+            assert object_exists(storage_url, str(attachment["storage_key"]))
         objects = await rows(conn, "SELECT submission_id FROM stored_objects")
         assert objects == [{"submission_id": receipt}] * 3
         if storage_url.startswith("s3://"):
@@ -266,7 +117,7 @@ async def test_attachments__stored_privately_downloaded_and_erased(
             assert again.status_code == 409
             assert again.json()["code"] == "values_erased"
         for attachment in stored:
-            assert not _object_exists(storage_url, str(attachment["storage_key"]))
+            assert not object_exists(storage_url, str(attachment["storage_key"]))
         deleted = await rows(conn, "SELECT deleted_at IS NOT NULL AS gone FROM stored_objects")
         assert deleted == [{"gone": True}] * 3
         assert await rows(conn, "SELECT id FROM attachments") == []

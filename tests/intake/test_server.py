@@ -14,7 +14,9 @@ import uvicorn
 
 from core.http.submit_app import create_submit_app
 from core.platform.db import Conn
-from tests.support.submit import built_services, rows, setup_form
+from tests.support.records import rows
+from tests.support.settings import built_services
+from tests.support.submit import setup_form
 
 
 @contextlib.asynccontextmanager

@@ -17,14 +17,14 @@ from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.settings import load_settings
+from tests.support.records import rows
+from tests.support.settings import built_services
 from tests.support.submit import (
     FakeTurnstile,
     add_schema,
-    built_services,
     create_destination,
     create_form,
     create_route,
-    rows,
     setup_form,
     submit_client,
 )

@@ -14,23 +14,12 @@ import pytest
 
 from core.owner.organizations import authenticate
 from core.platform.db import Conn
-from tests.conftest import TEST_SECRET_KEY, make_org, subprocess_env
+from tests.conftest import make_org
+from tests.support.cli import postbag, subprocess_env
 from tests.support.peers import receiver
-from tests.support.submit import create_destination, create_form, create_route, rows
-
-
-def postbag(
-    *args: str, env: dict[str, str], cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "local.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.support.records import rows
+from tests.support.settings import TEST_SECRET_KEY
+from tests.support.submit import create_destination, create_form, create_route
 
 
 async def _all_text(conn: Conn) -> str:

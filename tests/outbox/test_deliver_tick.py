@@ -12,17 +12,12 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from local.runner import cron_loop, listen
-from tests.conftest import TEST_SECRET_KEY, subprocess_env
-from tests.local.test_cli import postbag
+from tests.support.cli import postbag, subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.outbox import (
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-)
+from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.peers import hang, receiver
+from tests.support.records import delivery
+from tests.support.settings import TEST_SECRET_KEY
 
 
 async def test_deliver_tick_handler__one_pass_on_a_scheduled_event(

@@ -9,16 +9,9 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import (
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_many,
-    make_tenant,
-)
+from tests.support.outbox import make_delivery, make_destination, make_many, make_tenant
 from tests.support.peers import receiver, status
+from tests.support.records import attempts, delivery
 
 FAST = WorkerOptions(timeout=1, margin=0.1)
 

@@ -17,17 +17,10 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.conftest import subprocess_env
-from tests.support.outbox import (
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_many,
-    make_tenant,
-)
+from tests.support.cli import subprocess_env
+from tests.support.outbox import make_delivery, make_destination, make_many, make_tenant
 from tests.support.peers import Answer, Request, receiver
+from tests.support.records import attempts, delivery
 
 pytestmark = pytest.mark.slow
 

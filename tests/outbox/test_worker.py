@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -10,28 +8,23 @@ from datetime import timedelta
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from core.destinations.webhook import signing_key
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import (
-    WHSEC,
-    attempts,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
+from tests.support.outbox import WHSEC, make_delivery, make_destination, make_tenant
+from tests.support.peers import (
+    Answer,
+    Request,
+    closed_port,
+    hang,
+    hex_signature_matches,
+    receiver,
+    status,
 )
-from tests.support.peers import Answer, Request, closed_port, hang, receiver, status
+from tests.support.records import attempts, delivery
 
 FAST = WorkerOptions(timeout=0.5, margin=0.1)
-
-
-def _hex_ok(secret: str, body: bytes, header: str) -> bool:
-    expected = hmac.new(signing_key(secret), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(header, f"sha256={expected}")
 
 
 @pytest.mark.parametrize("secret", [WHSEC, "a-plain-secret-of-32-characters!"])
@@ -67,9 +60,9 @@ async def test_deliver__webhook_request_signed_both_ways(
         "attachments",
         "meta",
     }
-    assert _hex_ok(secret, request.body, headers["x-postbag-signature"])
+    assert hex_signature_matches(secret, request.body, headers["x-postbag-signature"])
     tampered = request.body.replace(b"a@example.com", b"b@example.com")
-    assert not _hex_ok(secret, tampered, headers["x-postbag-signature"])
+    assert not hex_signature_matches(secret, tampered, headers["x-postbag-signature"])
     if secret.startswith("whsec_"):
         assert Webhook(secret).verify(request.body, request.headers) == body
         with pytest.raises(WebhookVerificationError):

@@ -11,7 +11,7 @@ import pytest
 from core.platform.db import connect
 from core.platform.errors import MigrationError
 from core.platform.migrate import MIGRATIONS_DIR, discover, migrate
-from tests.conftest import subprocess_env
+from tests.support.cli import subprocess_env
 
 
 async def test_migrate__twice_is_a_no_op(empty_db_url: str) -> None:

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import pytest
-
-from core.destinations.http import close_shared_client
 from core.platform.db import Conn
 from core.platform.ids import new_id
-from core.platform.services import Services
 
 WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TELEGRAM_TOKEN = "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789"
 SUBMITTED_AT = "2026-10-13T09:30:00.000Z"
-
-
-@pytest.fixture(autouse=True)
-async def close_http() -> AsyncIterator[None]:
-    """Close the process's shared HTTP client after each test (import this in a module)."""
-    yield
-    await close_shared_client()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,25 +159,6 @@ async def make_many(
             "due": due,
         },
     )
-
-
-async def delivery(conn: Conn, dlv: str) -> dict[str, Any]:
-    cur = await conn.execute("SELECT * FROM deliveries WHERE id = %(id)s", {"id": dlv})
-    row = await cur.fetchone()
-    assert row is not None
-    return dict(row)
-
-
-async def attempts(conn: Conn, dlv: str) -> list[dict[str, Any]]:
-    cur = await conn.execute(
-        "SELECT * FROM delivery_attempts WHERE delivery_id = %(id)s ORDER BY id", {"id": dlv}
-    )
-    return [dict(row) for row in await cur.fetchall()]
-
-
-def with_settings(services: Services, **overrides: Any) -> Services:
-    """The same pool under other settings (email provider, private targets…)."""
-    return replace(services, settings=services.settings.with_values(**overrides))
 
 
 async def api_key(conn: Conn, tenant: Tenant) -> str:

@@ -1,7 +1,12 @@
-"""Real HTTP peers on loopback: webhook receivers, a fake Telegram Bot API, a closed port."""
+"""Real HTTP peers on loopback: webhook receivers, a fake Telegram Bot API, a closed port.
+
+And the check a webhook receiver makes of the hex signature it got.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 import ssl
@@ -12,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from core.destinations.webhook import signing_key
 
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -131,3 +138,9 @@ def telegram_api(retry_after: int | None = None) -> Callable[[Request], Answer]:
         return 200, {"Content-Type": "application/json"}, json.dumps(body2).encode()
 
     return respond
+
+
+def hex_signature_matches(secret: str, body: bytes, header: str) -> bool:
+    """Whether `header` is `sha256=` and the hex HMAC of `body` under the destination secret."""
+    expected = hmac.new(signing_key(secret), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(header, f"sha256={expected}")

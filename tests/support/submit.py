@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -18,8 +16,7 @@ from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.scope import OrgScope
 from core.platform.services import Services
-from core.platform.settings import load_settings
-from tests.conftest import TEST_SECRET_KEY, make_org
+from tests.conftest import make_org
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -142,35 +139,9 @@ def api_client(services: Services, key: str) -> httpx.AsyncClient:
     )
 
 
-async def rows(conn: Conn, sql: str, **params: Any) -> list[dict[str, Any]]:
-    cur = await conn.execute(sql, params)
-    return list(await cur.fetchall())
-
-
 async def chunks(data: bytes, size: int = 65536) -> AsyncIterator[bytes]:
     for start in range(0, len(data), size):
         yield data[start : start + size]
-
-
-@contextlib.asynccontextmanager
-async def built_services(
-    db_url: str, tmp_path: Path, *, pool_max: int = 4, **overrides: Any
-) -> AsyncIterator[Services]:
-    """Services like the `services` fixture, with settings overridden."""
-    settings = load_settings(
-        **{
-            "database_url": db_url,
-            "secret_key": TEST_SECRET_KEY,
-            "storage_url": f"file://{tmp_path / 'files'}",
-            "allow_private_targets": True,
-            **overrides,
-        }
-    )
-    built = Services.from_settings(settings, pool_max=pool_max)
-    try:
-        yield built
-    finally:
-        await built.db.close()
 
 
 class FakeTurnstile:

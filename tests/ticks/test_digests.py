@@ -12,15 +12,8 @@ from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.digests import DigestOptions, run_digests
-from tests.outbox.test_worker import _hex_ok
-from tests.support.outbox import (
-    WHSEC,
-    Tenant,
-    close_http,  # noqa: F401
-    make_destination,
-    make_tenant,
-)
-from tests.support.peers import receiver
+from tests.support.outbox import WHSEC, Tenant, make_destination, make_tenant
+from tests.support.peers import hex_signature_matches, receiver
 
 DAY1 = datetime(2027, 3, 1, tzinfo=UTC)
 
@@ -193,7 +186,7 @@ async def test_digest__webhook_verifies_with_both_signature_schemes(
     body = json.loads(request.body)
     assert body["event"] == "form.digest" and body["count"] == 1
     assert "text" not in body
-    assert _hex_ok(WHSEC, request.body, headers["x-postbag-signature"])
+    assert hex_signature_matches(WHSEC, request.body, headers["x-postbag-signature"])
     assert Webhook(WHSEC).verify(request.body, request.headers) == body
     assert (await _digests(conn, rte))[0]["status"] == "sent"
 

@@ -12,10 +12,11 @@ from core.platform.ids import new_id
 from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.ticks.retention import run_retention
-from tests.conftest import make_org, subprocess_env
-from tests.local.test_cli import postbag
+from tests.conftest import make_org
+from tests.support.cli import postbag, subprocess_env
 from tests.support.outbox import make_delivery, make_destination, make_tenant
-from tests.support.submit import api_client, create_form, rows, setup_form, submit_client
+from tests.support.records import rows
+from tests.support.submit import api_client, create_form, setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 

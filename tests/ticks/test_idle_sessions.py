@@ -8,7 +8,7 @@ from core.platform.services import Services
 from core.ticks.retention import run_retention
 from tests.conftest import make_org
 from tests.support.dashboard import dashboard_client, sign_in
-from tests.support.submit import rows
+from tests.support.records import rows
 
 
 async def test_retention__forgets_idle_dashboard_sessions_and_keeps_live_ones(

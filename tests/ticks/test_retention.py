@@ -14,15 +14,10 @@ from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.retention import RetentionOptions, run_retention
 from tests.conftest import make_org
-from tests.intake.test_attachments import _object_exists, pdf, storage_url  # noqa: F401
-from tests.support.submit import (
-    api_client,
-    built_services,
-    create_form,
-    rows,
-    setup_form,
-    submit_client,
-)
+from tests.support.files import object_exists, pdf
+from tests.support.records import rows
+from tests.support.settings import built_services
+from tests.support.submit import api_client, create_form, setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
@@ -31,7 +26,7 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
     db_url: str,
     tmp_path: Path,
     conn: Conn,
-    storage_url: str,  # noqa: F811
+    storage_url: str,
 ) -> None:
     _scope, key, form = await setup_form(
         conn, file_fields={"cv": {"types": [".pdf"], "max_files": 1}}
@@ -48,7 +43,7 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
             receipt = first.json()["receipt"]
             [attachment] = await rows(conn, "SELECT id, storage_key FROM attachments")
             storage_key = str(attachment["storage_key"])
-            assert _object_exists(storage_url, storage_key)
+            assert object_exists(storage_url, storage_key)
             now = utcnow()
             await conn.execute(
                 "UPDATE submissions SET received_at = %(at)s, erase_at = %(erase_at)s",
@@ -78,7 +73,7 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
             )
             assert row["id"] == receipt and row["values"] is None
             assert row["erase_reason"] == "expired" and row["erased_at"] == now
-            assert not _object_exists(storage_url, storage_key)
+            assert not object_exists(storage_url, storage_key)
             assert await rows(conn, "SELECT id FROM attachments") == []
             [obj] = await rows(conn, "SELECT deleted_at FROM stored_objects")
             assert obj["deleted_at"] == now

@@ -32,8 +32,9 @@ from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
 from local.runner import combined_app
-from tests.conftest import TEST_SECRET_KEY, make_org
+from tests.conftest import make_org
 from tests.support.peers import closed_port, receiver, status
+from tests.support.settings import TEST_SECRET_KEY
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

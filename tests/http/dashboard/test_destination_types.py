@@ -16,7 +16,8 @@ from core.platform.services import Services
 from tests.conftest import make_org
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver
-from tests.support.submit import create_form, create_route, rows, submit_client
+from tests.support.records import rows
+from tests.support.submit import create_form, create_route, submit_client
 
 CHAT_TYPES = sorted(name for name, adapter in ADAPTERS.items() if adapter.secret_field)
 TOKEN = "url-token-that-is-the-secret-4421"

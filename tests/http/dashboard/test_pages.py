@@ -10,12 +10,12 @@ from core.platform.services import Services
 from tests.conftest import make_org
 from tests.support.dashboard import csrf_of, dashboard_client, sign_in
 from tests.support.peers import receiver, status
+from tests.support.records import rows
 from tests.support.submit import (
     WEBHOOK_SECRET,
     create_destination,
     create_form,
     create_route,
-    rows,
     submit_client,
 )
 

@@ -11,16 +11,10 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import (
-    Tenant,
-    api_key,
-    close_http,  # noqa: F401
-    delivery,
-    make_delivery,
-    make_destination,
-    make_tenant,
-)
+from tests.support.outbox import Tenant, api_key, make_delivery, make_destination, make_tenant
 from tests.support.peers import receiver, status
+from tests.support.records import delivery
+from tests.support.settings import with_settings
 
 FAST = WorkerOptions(timeout=1, margin=0.1)
 
@@ -207,7 +201,6 @@ async def test_destination_test__sends_a_sample_and_stores_nothing(
 
 
 async def test_destination_test__refused_private_target(services: Services, conn: Conn) -> None:
-    from tests.support.outbox import with_settings
 
     strict = with_settings(services, allow_private_targets=False)
     tenant = await make_tenant(conn)

@@ -7,7 +7,7 @@ from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create, tenant
 from tests.support.outbox import WHSEC
-from tests.support.submit import rows
+from tests.support.records import rows
 
 DAY1 = datetime(2027, 3, 1, tzinfo=UTC)
 

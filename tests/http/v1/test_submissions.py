@@ -7,7 +7,8 @@ from datetime import timedelta
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.submit import api_client, rows, setup_form, submit_client
+from tests.support.records import rows
+from tests.support.submit import api_client, setup_form, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 

@@ -1,0 +1,26 @@
+"""Reading rows back as the owner: any query, one delivery, a delivery's attempts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.platform.db import Conn
+
+
+async def rows(conn: Conn, sql: str, **params: Any) -> list[dict[str, Any]]:
+    cur = await conn.execute(sql, params)
+    return list(await cur.fetchall())
+
+
+async def delivery(conn: Conn, dlv: str) -> dict[str, Any]:
+    cur = await conn.execute("SELECT * FROM deliveries WHERE id = %(id)s", {"id": dlv})
+    row = await cur.fetchone()
+    assert row is not None
+    return dict(row)
+
+
+async def attempts(conn: Conn, dlv: str) -> list[dict[str, Any]]:
+    cur = await conn.execute(
+        "SELECT * FROM delivery_attempts WHERE delivery_id = %(id)s ORDER BY id", {"id": dlv}
+    )
+    return [dict(row) for row in await cur.fetchall()]
