@@ -21,14 +21,11 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from core.destinations import email as email_adapter
 from core.destinations.http import close_shared_client
-from core.owner.organizations import create_api_key, create_organization
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
-from core.platform.scope import OrgScope
 from core.platform.services import Services
-from core.platform.settings import load_settings
 from tests.support.databases import create_database, database_url, drop_database
-from tests.support.settings import SENDER, TEST_SECRET_KEY
+from tests.support.settings import SENDER, built_services
 
 SES_REGION = "eu-west-1"
 
@@ -81,15 +78,8 @@ def empty_db_url(admin_url: str) -> Iterator[str]:
 
 @pytest.fixture
 async def services(db_url: str, tmp_path: Path) -> AsyncIterator[Services]:
-    settings = load_settings(
-        database_url=db_url,
-        secret_key=TEST_SECRET_KEY,
-        storage_url=f"file://{tmp_path / 'files'}",
-        allow_private_targets=True,
-    )
-    built = Services.from_settings(settings, pool_max=4)
-    yield built
-    await built.db.close()
+    async with built_services(db_url, tmp_path) as built:
+        yield built
 
 
 @pytest.fixture
@@ -98,14 +88,6 @@ async def conn(db_url: str) -> AsyncIterator[Conn]:
     connection = await connect(db_url)
     yield connection
     await connection.close()
-
-
-async def make_org(conn: Conn, name: str = "Acme", plan: str = "free") -> tuple[OrgScope, str]:
-    """An organization and a live API key for it."""
-    async with conn.transaction():
-        scope = await create_organization(conn, name=name, plan=plan)
-        key = await create_api_key(conn, scope, name="test")
-    return scope, key.secret
 
 
 @pytest.fixture(autouse=True)

@@ -32,9 +32,9 @@ from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from tests.bench.receiver import start_receiver
+from tests.support.builders import make_deliveries, make_form, make_route_to, setup_form
 from tests.support.cli import subprocess_env
 from tests.support.databases import create_database, database_url, drop_database
-from tests.support.outbox import make_destination, make_many, make_tenant
 
 TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))
 DESTINATIONS = 20
@@ -94,20 +94,15 @@ async def seed(conn: Conn, url: str) -> None:
         "TRUNCATE deliveries, delivery_attempts, submissions, routes, destination_secrets,"
         " destinations, events, alerts, forms, organizations CASCADE"
     )
-    tenant = await make_tenant(conn)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
     for _ in range(DESTINATIONS):
-        dst, rte = await make_destination(conn, tenant, config={"url": url})
-        # Each destination gets its own form-less batch: make_many keys ids on the route.
-        await make_many(conn, tenant, dst, rte, count=TOTAL // DESTINATIONS, url=url, due=utcnow())
-        # make_many names submissions after the form: give the next batch a new form.
-        form = await conn.execute(
-            "INSERT INTO forms (id, organization_id, name) VALUES"
-            " ('frm_' || md5(random()::text), %(org)s, 'f') RETURNING id",
-            {"org": tenant.org},
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+        # Each destination gets its own batch: make_deliveries keys ids on the route.
+        await make_deliveries(
+            conn, tenant, form, dst, rte, count=TOTAL // DESTINATIONS, url=url, due=utcnow()
         )
-        row = await form.fetchone()
-        assert row is not None
-        tenant = type(tenant)(tenant.org, row["id"])
+        # make_deliveries names submissions after the form: give the next batch a new form.
+        form = await make_form(conn, tenant)
     await conn.execute("ANALYZE")
 
 

@@ -15,8 +15,14 @@ from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.digests import run_digests
-from tests.support.api import api_client, assert_problem, create, error_fields, tenant
-from tests.support.outbox import make_delivery, make_destination, make_tenant
+from tests.support.api import api_client, assert_problem, create, error_fields
+from tests.support.builders import (
+    make_delivery,
+    make_route_to,
+    make_submission,
+    make_tenant,
+    setup_form,
+)
 from tests.support.peers import Answer, Request, closed_port, hang, receiver, status
 from tests.support.records import attempts, delivery
 from tests.support.submit import submit_client
@@ -47,13 +53,14 @@ def _shown(text: str) -> str:
 async def _delivery(
     conn: Conn, url: str, values: dict[str, Any], labels: dict[str, str] | None = None
 ) -> tuple[str, str]:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="discord", config={"url": redact_url(url)}, secret=url
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(
+        conn, tenant, form, type="discord", config={"url": redact_url(url)}, secrets=(url,)
     )
     return await make_delivery(
         conn,
         tenant,
+        form,
         dst,
         rte,
         channel="discord",
@@ -65,7 +72,7 @@ async def _delivery(
 
 
 async def test_discord__submission_end_to_end_through_v1(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     with receiver(status(204)) as peer:
         async with api_client(services) as client:
             form = await create(
@@ -114,7 +121,7 @@ async def test_discord__submission_end_to_end_through_v1(services: Services, con
 async def test_discord__url_is_write_only_and_a_new_one_rotates_it(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     with receiver(status(204)) as peer:
         async with api_client(services) as client:
             body = {"type": "discord", "name": "Team", "config": {"url": peer.url + HOOK}}
@@ -276,11 +283,11 @@ async def test_discord__429_waits_at_least_discords_hint(
 
 async def test_discord__a_digest_is_one_message(services: Services, conn: Conn) -> None:
     day = datetime(2027, 3, 1, tzinfo=UTC)
-    tenant = await make_tenant(conn)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
     with receiver(status(204)) as peer:
         url = peer.url + HOOK
-        _, rte = await make_destination(
-            conn, tenant, type="discord", config={"url": redact_url(url)}, secret=url
+        _, rte = await make_route_to(
+            conn, tenant, form, type="discord", config={"url": redact_url(url)}, secrets=(url,)
         )
         await conn.execute(
             "UPDATE routes SET mode = 'digest', period = 'daily', updated_at = %(at)s"
@@ -289,16 +296,8 @@ async def test_discord__a_digest_is_one_message(services: Services, conn: Conn) 
         )
         receipts = [new_id("sub") for _ in range(3)]
         for n, sub in enumerate(receipts):
-            await conn.execute(
-                'INSERT INTO submissions (id, organization_id, form_id, status, "values",'
-                " payload_hash, received_at) VALUES (%(sub)s, %(org)s, %(form)s, 'accepted',"
-                " '{\"n\": 1}', '\\x00', %(at)s)",
-                {
-                    "sub": sub,
-                    "org": tenant.org,
-                    "form": tenant.form,
-                    "at": day + timedelta(hours=n),
-                },
+            await make_submission(
+                conn, tenant, form, {"n": 1}, id=sub, received_at=day + timedelta(hours=n)
             )
         now = day + timedelta(days=1, hours=1)
         assert (await run_digests(services, now=now, budget=10))["digests"] == 1

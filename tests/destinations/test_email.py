@@ -16,7 +16,7 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import SUBMITTED_AT, make_delivery, make_destination, make_tenant
+from tests.support.builders import SUBMITTED_AT, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status
 from tests.support.records import attempts, delivery
 from tests.support.settings import SENDER, with_settings
@@ -64,11 +64,14 @@ async def _email_delivery(
     template: dict[str, Any] | None = TEMPLATE,
 ) -> tuple[str, str, str]:
     """A due email delivery to `to`: its submission, its id and the form."""
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, type="email", config={"to": [to]}, secret=None)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(
+        conn, tenant, form, type="email", config={"to": [to]}, secrets=()
+    )
     sub, dlv = await make_delivery(
         conn,
         tenant,
+        form,
         dst,
         rte,
         channel="email",
@@ -78,7 +81,7 @@ async def _email_delivery(
         max_attempts=8,
         secret_version=None,
     )
-    return sub, dlv, tenant.form
+    return sub, dlv, form
 
 
 def _resend(services: Services, url: str) -> Services:

@@ -9,7 +9,7 @@ import pytest
 from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.migrate import migrate
-from tests.support.outbox import make_tenant
+from tests.support.builders import make_tenant
 
 
 async def test_registry__migrate_records_every_type_with_its_attempt_limit(conn: Conn) -> None:

@@ -14,8 +14,8 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
-from tests.support.api import Tenant, api_client, assert_problem, create, tenant
-from tests.support.outbox import make_delivery, make_destination, make_tenant
+from tests.support.api import api_client, assert_problem, create
+from tests.support.builders import Tenant, make_delivery, make_route_to, make_tenant, setup_form
 from tests.support.peers import Answer, Request, closed_port, hang, receiver, status
 from tests.support.records import attempts, delivery, rows
 from tests.support.submit import submit_client
@@ -34,7 +34,7 @@ async def _wired(
     services: Services, conn: Conn, url: str, *, route: dict[str, Any] | None = None
 ) -> tuple[Tenant, str, str]:
     """Through /v1: a form with labels, a Slack destination at `url` and a route to it."""
-    acme = await tenant(conn, plan="pro")
+    acme = await make_tenant(conn, plan="pro")
     async with api_client(services) as client:
         form = await create(
             client,
@@ -74,13 +74,14 @@ async def _queued(
 ) -> tuple[str, str]:
     """A Slack delivery as the submit path writes it: the redacted URL as its target, the
     real one as secret version 1."""
-    shop = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, shop, type="slack", config={"url": redact_url(url)}, secret=url
+    shop, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(
+        conn, shop, form, type="slack", config={"url": redact_url(url)}, secrets=(url,)
     )
     return await make_delivery(
         conn,
         shop,
+        form,
         dst,
         rte,
         channel="slack",
@@ -144,7 +145,7 @@ async def test_slack__a_submission_posts_one_block_kit_message(
 
 async def test_slack__the_url_is_write_only(services: Services, conn: Conn) -> None:
     url = "https://hooks.slack.com" + HOOK
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         made = await create(
             client,

@@ -17,7 +17,7 @@ from core.destinations.ssrf import PinnedTarget, ResolutionFailed, TargetRefused
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.services import Services
-from tests.support.outbox import make_delivery, make_destination, make_tenant
+from tests.support.builders import make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver
 from tests.support.records import delivery
 from tests.support.settings import with_settings
@@ -139,9 +139,9 @@ async def test_deliver__refused_target_is_dead_invalid_target(
     strict = with_settings(services, allow_private_targets=False)
     with receiver() as peer:
         url = url.format(port=peer.port)
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": url})
         worker = Deliverer(
             strict, options=WorkerOptions(timeout=1), resolver=resolver_to("127.0.0.1")
         )

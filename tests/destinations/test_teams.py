@@ -14,8 +14,8 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
-from tests.support.api import Recorder, api_client, assert_problem, create, error_fields, tenant
-from tests.support.outbox import make_delivery, make_destination, make_tenant
+from tests.support.api import Recorder, api_client, assert_problem, create, error_fields
+from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
 from tests.support.peers import Request, closed_port, hang, receiver, status
 from tests.support.records import attempts, delivery
 from tests.support.submit import submit_client
@@ -75,7 +75,7 @@ async def _submit(services: Services, form: str, values: dict[str, Any]) -> str:
 async def test_teams__submission_through_v1_posts_one_adaptive_card(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     with receiver(ACCEPTED) as peer:
         async with api_client(services) as client:
             form = await create(
@@ -115,7 +115,7 @@ async def test_teams__submission_through_v1_posts_one_adaptive_card(
 async def test_teams__url_is_write_only_redacted_and_rotated_by_config(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     recorder = Recorder()
     with receiver(ACCEPTED) as old, receiver(ACCEPTED) as new:
         async with api_client(services, recorder) as client:
@@ -160,12 +160,15 @@ async def test_teams__url_is_write_only_redacted_and_rotated_by_config(
 async def _teams_delivery(
     conn: Conn, peer_url: str, values: dict[str, Any], labels: dict[str, str] | None = None
 ) -> tuple[str, str]:
-    tenant = await make_tenant(conn)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
     target = {"url": f"{peer_url.split('/workflows')[0]}/workflows/…"}
-    dst, rte = await make_destination(conn, tenant, type="teams", config=target, secret=peer_url)
+    dst, rte = await make_route_to(
+        conn, tenant, form, type="teams", config=target, secrets=(peer_url,)
+    )
     return await make_delivery(
         conn,
         tenant,
+        form,
         dst,
         rte,
         channel="teams",

@@ -6,7 +6,7 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import TELEGRAM_TOKEN, make_delivery, make_destination, make_tenant
+from tests.support.builders import TELEGRAM_TOKEN, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, telegram_api
 from tests.support.records import attempts, delivery
 from tests.support.settings import with_settings
@@ -15,13 +15,19 @@ FAST = WorkerOptions(timeout=2, margin=0.1)
 
 
 async def _telegram_delivery(conn: Conn) -> tuple[str, str]:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(
-        conn, tenant, type="telegram", config={"chat_id": "-100123"}, secret=TELEGRAM_TOKEN
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(
+        conn,
+        tenant,
+        form,
+        type="telegram",
+        config={"chat_id": "-100123"},
+        secrets=(TELEGRAM_TOKEN,),
     )
     return await make_delivery(
         conn,
         tenant,
+        form,
         dst,
         rte,
         channel="telegram",

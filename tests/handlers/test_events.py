@@ -21,11 +21,10 @@ import uvicorn
 from core.platform.db import connect
 from core.platform.services import Services
 from local.runner import combined_app
-from tests.conftest import make_org
+from tests.support.builders import make_form, make_tenant
 from tests.support.databases import create_database, database_url, drop_database
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.settings import TEST_SECRET_KEY, built_services
-from tests.support.submit import create_form
 
 FORM_ID = "frm_01jlambda0multipart0000000"
 COMPARED_HEADERS = (
@@ -54,16 +53,16 @@ async def _prepare(url: str) -> str:
     """The state every replay starts from: an organization, its key and the events' form."""
     conn = await connect(url)
     try:
-        scope, key = await make_org(conn, plan="pro")
-        await create_form(
+        tenant = await make_tenant(conn, plan="pro")
+        await make_form(
             conn,
-            scope,
+            tenant,
             id=FORM_ID,
             allowed_origins=["https://site.example"],
             redirect_url="https://site.example/thanks",
             file_fields={"notes": {"types": [".txt"]}},
         )
-        return key
+        return tenant.key
     finally:
         await conn.close()
 

@@ -12,39 +12,32 @@ import pytest
 
 from core.platform.clock import utcnow
 from core.platform.db import Conn
+from tests.support.builders import make_route_to, make_submission, setup_form
 from tests.support.cli import postbag, subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.outbox import Tenant, make_destination, make_tenant
 from tests.support.settings import TEST_SECRET_KEY
 
 
-async def _digest_world(conn: Conn) -> Tenant:
-    tenant = await make_tenant(conn)
-    _, rte = await make_destination(conn, tenant, config={"url": "https://example.com/h"})
+async def _digest_world(conn: Conn) -> None:
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await make_route_to(conn, tenant, form, config={"url": "https://example.com/h"})
     now = utcnow()
     await conn.execute(
         "UPDATE routes SET mode = 'digest', period = 'daily', updated_at = %(at)s"
         " WHERE id = %(rte)s",
         {"rte": rte, "at": now - timedelta(days=3)},
     )
-    await conn.execute(
-        'INSERT INTO submissions (id, organization_id, form_id, status, "values", payload_hash,'
-        " received_at) VALUES ('sub_due', %(org)s, %(form)s, 'accepted', '{}', '\\x00', %(at)s)",
-        {"org": tenant.org, "form": tenant.form, "at": now - timedelta(days=2)},
-    )
+    await make_submission(conn, tenant, form, {}, id="sub_due", received_at=now - timedelta(days=2))
     # And one expired submission for the retention pass.
-    await conn.execute(
-        'INSERT INTO submissions (id, organization_id, form_id, status, "values", payload_hash,'
-        " received_at, erase_at) VALUES ('sub_old', %(org)s, %(form)s, 'accepted', '{}',"
-        " '\\x00', %(at)s, %(erase_at)s)",
-        {
-            "org": tenant.org,
-            "form": tenant.form,
-            "at": now - timedelta(days=2),
-            "erase_at": now - timedelta(days=1),
-        },
+    await make_submission(
+        conn,
+        tenant,
+        form,
+        {},
+        id="sub_old",
+        received_at=now - timedelta(days=2),
+        erase_at=now - timedelta(days=1),
     )
-    return tenant
 
 
 @pytest.mark.parametrize(

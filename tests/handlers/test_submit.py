@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from core.platform.db import Conn
+from tests.support.builders import setup_form
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY, built_services
-from tests.support.submit import setup_form, submit_client
+from tests.support.submit import submit_client
 
 FORM_ID = "frm_01jlambda0multipart0000000"
 

@@ -8,9 +8,10 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from tests.support.builders import setup_form
 from tests.support.records import rows
 from tests.support.settings import SENDER, with_settings
-from tests.support.submit import setup_form, submit_client
+from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 ACK = {
@@ -21,9 +22,7 @@ ACK = {
 
 
 async def _form(conn: Conn) -> str:
-    _scope, _key, form = await setup_form(
-        conn, routes=1, consent_field="consent", ack_email=ACK, labels={}
-    )
+    _, form = await setup_form(conn, routes=1, consent_field="consent", ack_email=ACK, labels={})
     return form
 
 

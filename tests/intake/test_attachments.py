@@ -11,10 +11,12 @@ from core.intake.attachments import sniff
 from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.storage import storage_for
+from tests.support.api import api_client
+from tests.support.builders import setup_form
 from tests.support.files import ALL_TYPES, SAMPLES, elf, jpeg, object_exists, pdf, png
 from tests.support.records import rows
 from tests.support.settings import built_services
-from tests.support.submit import api_client, setup_form, submit_client
+from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
@@ -54,7 +56,7 @@ def test_sniff__zip_without_office_content_is_unsupported(tmp_path: Path) -> Non
 async def test_attachments__stored_privately_downloaded_and_erased(
     db_url: str, tmp_path: Path, conn: Conn, storage_url: str
 ) -> None:
-    _scope, key, form = await setup_form(
+    tenant, form = await setup_form(
         conn,
         file_fields={
             "cv": {"types": [".pdf", ".docx"], "max_files": 1, "required": True},
@@ -100,7 +102,7 @@ async def test_attachments__stored_privately_downloaded_and_erased(
         assert payload["attachments"]["cv"][0]["type"] == "application/pdf"
 
         cv = next(a for a in stored if a["field"] == "cv")
-        async with api_client(services, key) as api:
+        async with api_client(services, tenant.key) as api:
             detail = (await api.get(f"/v1/submissions/{receipt}")).json()
             assert len(detail["attachments"]) == 3
             download = await api.get(f"/v1/submissions/{receipt}/attachments/{cv['id']}")
@@ -137,7 +139,7 @@ async def test_attachments__every_supported_format_is_accepted(
     data: bytes,
     mime: str,
 ) -> None:
-    _scope, key, form = await setup_form(conn, file_fields={"file": {"types": ALL_TYPES}})
+    tenant, form = await setup_form(conn, file_fields={"file": {"types": ALL_TYPES}})
     async with built_services(db_url, tmp_path, storage_url=storage_url) as services:
         async with submit_client(services) as client:
             response = await client.post(
@@ -147,7 +149,7 @@ async def test_attachments__every_supported_format_is_accepted(
         stored = await rows(conn, "SELECT id, content_type, size FROM attachments")
         assert [(a["content_type"], a["size"]) for a in stored] == [(mime, len(data))]
         receipt = response.json()["receipt"]
-        async with api_client(services, key) as api:
+        async with api_client(services, tenant.key) as api:
             download = await api.get(f"/v1/submissions/{receipt}/attachments/{stored[0]['id']}")
         assert download.content == data
         assert download.headers["content-type"].split(";")[0] == mime
@@ -225,7 +227,7 @@ async def test_attachments__refusals_are_422_per_field_and_store_nothing(
     rules: dict[str, Any],
     expected: list[dict[str, str]],
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields=rules)
+    _, form = await setup_form(conn, file_fields=rules)
     async with (
         built_services(db_url, tmp_path) as services,
         submit_client(services) as client,
@@ -240,7 +242,7 @@ async def test_attachments__over_5_mib_and_submission_totals(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
     rules = {f"f{n}": {"types": [".txt"]} for n in range(6)}
-    _scope, _key, form = await setup_form(conn, file_fields=rules)
+    _, form = await setup_form(conn, file_fields=rules)
     big = b"a" * (5 * 1024 * 1024 + 1)
     two_mib = b"b" * (2 * 1024 * 1024)
     async with (
@@ -272,7 +274,7 @@ async def test_attachments__over_5_mib_and_submission_totals(
 async def test_attachments__empty_file_input_is_no_file(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
+    _, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
     async with (
         built_services(db_url, tmp_path) as services,
         submit_client(services) as client,
@@ -300,7 +302,7 @@ def test_storage_for__file_urls(tmp_path: Path) -> None:
 async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
+    _, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
     headers = {**JSON_ACCEPT, "Idempotency-Key": "with-file"}
     async with (
         built_services(db_url, tmp_path) as services,

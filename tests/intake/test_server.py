@@ -14,9 +14,9 @@ import uvicorn
 
 from core.http.submit_app import create_submit_app
 from core.platform.db import Conn
+from tests.support.builders import setup_form
 from tests.support.records import rows
 from tests.support.settings import built_services
-from tests.support.submit import setup_form
 
 
 @contextlib.asynccontextmanager
@@ -59,7 +59,7 @@ async def serving(db_url: str, tmp_path: Path) -> AsyncIterator[int]:
 async def test_submit_server__streaming_client_gets_413_and_the_server_stops_reading(
     db_url: str, tmp_path: Path, conn: Conn, content_type: str, first: bytes, limit: int
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
+    _, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
     async with serving(db_url, tmp_path) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(

@@ -17,17 +17,10 @@ from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.settings import load_settings
+from tests.support.builders import add_schema, make_destination, make_form, make_route, setup_form
 from tests.support.records import rows
 from tests.support.settings import built_services
-from tests.support.submit import (
-    FakeTurnstile,
-    add_schema,
-    create_destination,
-    create_form,
-    create_route,
-    setup_form,
-    submit_client,
-)
+from tests.support.submit import FakeTurnstile, submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
@@ -49,7 +42,7 @@ async def _only_submission(conn: Conn) -> dict[str, object]:
 async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, routes=2, labels={"email": "E-mail"})
+    tenant, form = await setup_form(conn, routes=2, labels={"email": "E-mail"})
     async with submit_client(services) as client:
         response = await _post_json(
             client,
@@ -110,13 +103,13 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
         }
     ]
     usage = await rows(conn, "SELECT organization_id, submissions FROM usage_counters")
-    assert usage == [{"organization_id": scope.organization_id, "submissions": 1}]
+    assert usage == [{"organization_id": tenant.org, "submissions": 1}]
 
 
 async def test_submit__honeypot_is_spam_and_answers_like_accepted(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     async with submit_client(services) as client:
         response = await _post_json(client, form, data={"email": "x@y.z", "_gotcha": "bot"})
     assert response.status_code == 201
@@ -130,7 +123,7 @@ async def test_submit__honeypot_is_spam_and_answers_like_accepted(
 
 
 async def test_submit__custom_honeypot_field(services: Services, conn: Conn) -> None:
-    _scope, _key, form = await setup_form(conn, honeypot_field="website")
+    _, form = await setup_form(conn, honeypot_field="website")
     async with submit_client(services) as client:
         await _post_json(client, form, data={"email": "x@y.z", "_gotcha": "kept", "website": "b"})
     row = await _only_submission(conn)
@@ -141,7 +134,7 @@ async def test_submit__custom_honeypot_field(services: Services, conn: Conn) -> 
 async def test_submit__origin_not_allowed_is_quarantined_without_cors(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, allowed_origins=["https://site.example"])
+    _, form = await setup_form(conn, allowed_origins=["https://site.example"])
     async with submit_client(services) as client:
         response = await _post_json(
             client, form, data={"a": "1"}, headers={"Origin": "https://evil.example"}
@@ -156,7 +149,7 @@ async def test_submit__origin_not_allowed_is_quarantined_without_cors(
 
 
 async def test_submit__rate_limit_per_form_and_client(services: Services, conn: Conn) -> None:
-    _scope, _key, form = await setup_form(conn, rate_limit_max=2)
+    _, form = await setup_form(conn, rate_limit_max=2)
     async with (
         submit_client(services) as client,
         submit_client(services, client=("203.0.113.9", 1)) as other,
@@ -196,7 +189,7 @@ async def test_submit__turnstile(
     delay: float,
     reason: str | None,
 ) -> None:
-    _scope, _key, form = await setup_form(conn, turnstile_secret="0x4AAAAAAA-secret")
+    _, form = await setup_form(conn, turnstile_secret="0x4AAAAAAA-secret")
     async with FakeTurnstile() as peer:
         peer.body, peer.status, peer.delay = answer, status, delay
         async with (
@@ -221,7 +214,7 @@ async def test_submit__turnstile(
 async def test_submit__turnstile_token_missing_fails_without_a_call(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, turnstile_secret="0x4AAAAAAA-secret")
+    _, form = await setup_form(conn, turnstile_secret="0x4AAAAAAA-secret")
     async with submit_client(services) as client:
         await _post_json(client, form, data={"a": "1"})
     row = await _only_submission(conn)
@@ -231,11 +224,11 @@ async def test_submit__turnstile_token_missing_fails_without_a_call(
 async def test_submit__schema_enforce_quarantines_with_a_drift_event(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, schema_mode="enforce")
-    await add_schema(conn, scope, form, {"type": "object"})
+    tenant, form = await setup_form(conn, schema_mode="enforce")
+    await add_schema(conn, tenant, form, {"type": "object"})
     version = await add_schema(
         conn,
-        scope,
+        tenant,
         form,
         {
             "type": "object",
@@ -267,9 +260,7 @@ async def test_submit__schema_enforce_quarantines_with_a_drift_event(
 
 
 async def test_submit__precedence_first_check_decides(services: Services, conn: Conn) -> None:
-    _scope, _key, form = await setup_form(
-        conn, allowed_origins=["https://site.example"], rate_limit_max=1
-    )
+    _, form = await setup_form(conn, allowed_origins=["https://site.example"], rate_limit_max=1)
     async with submit_client(services) as client:
         await _post_json(client, form, data={"n": "1"}, headers={"Origin": "https://site.example"})
         # Rate-limited, from a bad origin, and honeypot filled: honeypot wins.
@@ -289,10 +280,10 @@ async def test_submit__precedence_first_check_decides(services: Services, conn: 
 async def test_submit__quarantined_delivered_only_to_routes_that_opt_in(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, routes=1, allowed_origins=["https://a.example"])
-    opted = await create_destination(conn, scope)
-    route = await create_route(
-        conn, scope, form, opted, include_statuses=["accepted", "quarantined"]
+    tenant, form = await setup_form(conn, routes=1, allowed_origins=["https://a.example"])
+    opted = await make_destination(conn, tenant)
+    route = await make_route(
+        conn, tenant, form, opted, include_statuses=["accepted", "quarantined"]
     )
     async with submit_client(services) as client:
         await _post_json(client, form, data={"a": "1"}, headers={"Origin": "https://b.example"})
@@ -302,11 +293,11 @@ async def test_submit__quarantined_delivered_only_to_routes_that_opt_in(
 async def test_submit__over_quota_is_accepted_flagged_and_held(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, plan="free")
+    tenant, form = await setup_form(conn, plan="free")
     month = utcnow().date().replace(day=1)
     await conn.execute(
         "INSERT INTO usage_counters (organization_id, month, submissions) VALUES (%s, %s, 100)",
-        (scope.organization_id, month),
+        (tenant.org, month),
     )
     async with submit_client(services) as client:
         response = await _post_json(client, form, data={"a": "1"})
@@ -320,11 +311,11 @@ async def test_submit__over_quota_is_accepted_flagged_and_held(
 async def test_submit__test_flag_is_delivered_and_never_counted(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, plan="free")
+    tenant, form = await setup_form(conn, plan="free")
     month = utcnow().date().replace(day=1)
     await conn.execute(
         "INSERT INTO usage_counters (organization_id, month, submissions) VALUES (%s, %s, 100)",
-        (scope.organization_id, month),
+        (tenant.org, month),
     )
     async with submit_client(services) as client:
         response = await _post_json(client, form, json={"a": 1, "_test": True})
@@ -338,9 +329,9 @@ async def test_submit__test_flag_is_delivered_and_never_counted(
 
 
 async def test_submit__retention_from_form_plan_or_never(services: Services, conn: Conn) -> None:
-    _s1, _k1, short = await setup_form(conn, plan="pro", retention_days=7)
-    _s2, _k2, pro = await setup_form(conn, plan="pro")
-    _s3, _k3, forever = await setup_form(conn, plan="self_hosted")
+    _, short = await setup_form(conn, plan="pro", retention_days=7)
+    _, pro = await setup_form(conn, plan="pro")
+    _, forever = await setup_form(conn, plan="self_hosted")
     async with submit_client(services) as client:
         for form in (short, pro, forever):
             await _post_json(client, form, data={"a": "1"})
@@ -352,7 +343,7 @@ async def test_submit__retention_from_form_plan_or_never(services: Services, con
 
 
 async def test_submit__reserved_fields_are_never_values(services: Services, conn: Conn) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     async with submit_client(services) as client:
         await _post_json(
             client,
@@ -375,17 +366,17 @@ async def test_submit__reserved_fields_are_never_values(services: Services, conn
 async def test_submit__deleted_and_paused_routes_and_destinations(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, routes=0)
-    live = await create_destination(conn, scope)
-    gone = await create_destination(conn, scope, deleted_at=utcnow())
-    other = await create_destination(conn, scope)
-    digest = await create_destination(conn, scope)
-    kept = await create_route(conn, scope, form, live)
-    await create_route(conn, scope, form, gone)
-    await create_route(conn, scope, form, other, enabled=False)
-    await create_route(conn, scope, form, digest, mode="digest", period="daily")
-    rotated = await create_destination(conn, scope, secrets=("s" * 20, "t" * 20, "u" * 20))
-    rotated_route = await create_route(conn, scope, form, rotated)
+    tenant, form = await setup_form(conn, routes=0)
+    live = await make_destination(conn, tenant)
+    gone = await make_destination(conn, tenant, deleted_at=utcnow())
+    other = await make_destination(conn, tenant)
+    digest = await make_destination(conn, tenant)
+    kept = await make_route(conn, tenant, form, live)
+    await make_route(conn, tenant, form, gone)
+    await make_route(conn, tenant, form, other, enabled=False)
+    await make_route(conn, tenant, form, digest, mode="digest", period="daily")
+    rotated = await make_destination(conn, tenant, secrets=("s" * 20, "t" * 20, "u" * 20))
+    rotated_route = await make_route(conn, tenant, form, rotated)
     async with submit_client(services) as client:
         await _post_json(client, form, data={"a": "1"})
     found = await rows(conn, "SELECT route_id, secret_version FROM deliveries ORDER BY route_id")
@@ -399,19 +390,19 @@ async def test_submit__deleted_and_paused_routes_and_destinations(
 
 
 async def test_submit__email_and_telegram_snapshots(services: Services, conn: Conn) -> None:
-    scope, _key, form = await setup_form(conn, routes=0)
-    mail = await create_destination(
-        conn, scope, type="email", config={"to": ["owner@example.com"]}, secrets=()
+    tenant, form = await setup_form(conn, routes=0)
+    mail = await make_destination(
+        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secrets=()
     )
-    bot = await create_destination(
+    bot = await make_destination(
         conn,
-        scope,
+        tenant,
         type="telegram",
         config={"chat_id": "-100123"},
         secrets=("123456:" + "A" * 30,),
     )
-    await create_route(conn, scope, form, mail, template={"subject": "New {{email}}"})
-    await create_route(conn, scope, form, bot)
+    await make_route(conn, tenant, form, mail, template={"subject": "New {{email}}"})
+    await make_route(conn, tenant, form, bot)
     async with submit_client(services) as client:
         await _post_json(client, form, data={"email": "a@b.c"})
     found = {
@@ -432,8 +423,8 @@ async def test_submit__email_and_telegram_snapshots(services: Services, conn: Co
 
 
 async def test_submit__unknown_and_deleted_forms_are_404(services: Services, conn: Conn) -> None:
-    scope, _key, _form = await setup_form(conn)
-    deleted = await create_form(conn, scope, deleted_at=utcnow())
+    tenant, _form = await setup_form(conn)
+    deleted = await make_form(conn, tenant, deleted_at=utcnow())
     async with submit_client(services) as client:
         for form in ("frm_01jexampleexampleexample00", deleted, "nope"):
             response = await _post_json(client, form, data={"a": "1"})
@@ -445,7 +436,7 @@ async def test_submit__unknown_and_deleted_forms_are_404(services: Services, con
 async def test_submit__closed_form_is_403_and_stores_nothing(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, accepting=False)
+    _, form = await setup_form(conn, accepting=False)
     async with submit_client(services) as client:
         response = await _post_json(client, form, data={"a": "1"})
     assert response.status_code == 403
@@ -480,7 +471,7 @@ async def test_submit__bad_bodies(
     status: int,
     code: str,
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     headers = {**JSON_ACCEPT}
     if content_type:
         headers["Content-Type"] = content_type
@@ -520,7 +511,7 @@ class CountingBody:
 async def test_submit__256_kb_of_fields_is_413_and_reading_stops(
     services: Services, conn: Conn, content_type: str, prefix: bytes
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     body = CountingBody(b"x" * 16384, count=1000, prefix=prefix)  # 16 MB offered
     async with submit_client(services) as client:
         response = await client.post(
@@ -537,7 +528,7 @@ async def test_submit__256_kb_of_fields_is_413_and_reading_stops(
 async def test_submit__multipart_body_over_10_mib_is_413_and_reading_stops(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
+    _, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
     prefix = (
         b'--XyZ\r\nContent-Disposition: form-data; name="cv"; filename="cv.txt"\r\n'
         b"Content-Type: text/plain\r\n\r\n"
@@ -558,7 +549,7 @@ async def test_submit__multipart_body_over_10_mib_is_413_and_reading_stops(
 async def test_submit__declared_content_length_over_the_limit_is_refused_unread(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     body = CountingBody(b"x" * 1024, count=300, prefix=b"a=")
     async with submit_client(services) as client:
         response = await client.post(
@@ -579,7 +570,7 @@ async def test_submit__declared_content_length_over_the_limit_is_refused_unread(
 async def test_submit__exact_repeat_returns_the_original_receipt(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     async with submit_client(services) as client:
         first = await _post_json(client, form, json={"a": 1}, headers={"Idempotency-Key": "k1"})
         # Same payload, other key order and a field-given key: still the same submission.
@@ -608,10 +599,10 @@ async def test_submit__exact_repeat_returns_the_original_receipt(
 async def test_submit__repeat_after_close_schema_change_and_rate_limit(
     services: Services, conn: Conn
 ) -> None:
-    scope, _key, form = await setup_form(conn, rate_limit_max=1)
+    tenant, form = await setup_form(conn, rate_limit_max=1)
     async with submit_client(services) as client:
         first = await _post_json(client, form, json={"a": 1}, headers={"Idempotency-Key": "k"})
-        await add_schema(conn, scope, form, {"type": "object", "required": ["b"]})
+        await add_schema(conn, tenant, form, {"type": "object", "required": ["b"]})
         await conn.execute(
             "UPDATE forms SET schema_mode = 'enforce', accepting = false WHERE id = %s", (form,)
         )
@@ -630,7 +621,7 @@ async def test_submit__repeat_after_close_schema_change_and_rate_limit(
 async def test_submit__no_key_identical_payload_within_60_seconds_is_one_submission(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     app = create_submit_app(services)
     clock = [utcnow()]
     app.state.clock = lambda: clock[0]
@@ -657,7 +648,7 @@ async def test_submit__no_key_identical_payload_within_60_seconds_is_one_submiss
 async def test_submit__20_concurrent_identical_posts_make_one_submission(
     db_url: str, tmp_path: Path, conn: Conn, keyed: bool
 ) -> None:
-    _scope, _key, form = await setup_form(conn, rate_limit_max=100)
+    _, form = await setup_form(conn, rate_limit_max=100)
     headers = {"Idempotency-Key": "race"} if keyed else {}
     async with (
         built_services(db_url, tmp_path, pool_max=20) as services,
@@ -679,7 +670,7 @@ async def test_submit__20_concurrent_identical_posts_make_one_submission(
 async def test_submit__html_post_redirects_303_with_the_receipt(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, redirect_url="https://site.example/thanks?x=1")
+    _, form = await setup_form(conn, redirect_url="https://site.example/thanks?x=1")
     async with submit_client(services) as client:
         response = await client.post(
             f"/s/{form}", data={"a": "1"}, headers={"Accept": "text/html,*/*;q=0.8"}
@@ -692,7 +683,7 @@ async def test_submit__html_post_redirects_303_with_the_receipt(
 async def test_submit__html_post_without_redirect_gets_a_thank_you_page(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     async with submit_client(services) as client:
         response = await client.post(f"/s/{form}", data={"a": "1"})
     assert response.status_code == 200
@@ -703,8 +694,8 @@ async def test_submit__html_post_without_redirect_gets_a_thank_you_page(
 
 
 async def test_submit__cors_preflight_and_response_headers(services: Services, conn: Conn) -> None:
-    _scope, _key, form = await setup_form(conn, allowed_origins=["https://site.example"])
-    _s2, _k2, open_form = await setup_form(conn)
+    _, form = await setup_form(conn, allowed_origins=["https://site.example"])
+    _, open_form = await setup_form(conn)
     async with submit_client(services) as client:
         allowed = await client.options(
             f"/s/{form}",
@@ -738,7 +729,7 @@ async def test_submit__cors_preflight_and_response_headers(services: Services, c
 async def test_submit__refusals_carry_cors_for_allowed_origins(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, accepting=False)
+    _, form = await setup_form(conn, accepting=False)
     async with submit_client(services) as client:
         response = await _post_json(
             client, form, json={"a": 1}, headers={"Origin": "https://site.example"}
@@ -771,7 +762,7 @@ async def test_submit__database_unreachable_is_503_with_retry_after(tmp_path: Pa
 async def test_submit__killed_backends_then_the_next_request_succeeds(
     services: Services, conn: Conn, admin_url: str, db_url: str
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     dbname = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
     async with submit_client(services) as client:
         assert (await _post_json(client, form, data={"n": "1"})).status_code == 201
@@ -803,7 +794,7 @@ def test_client_address__forwarded_for_only_from_trusted_proxies() -> None:
 async def test_submit__rate_limit_uses_the_forwarded_client_behind_a_trusted_proxy(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, rate_limit_max=1)
+    _, form = await setup_form(conn, rate_limit_max=1)
     async with (
         built_services(db_url, tmp_path, trusted_proxies=["10.0.0.0/8"]) as services,
         submit_client(services, client=("10.0.0.2", 1)) as proxy,
@@ -827,7 +818,7 @@ def test_submit__payload_hash_ignores_key_order_and_tokens() -> None:
 async def test_submit__wakes_the_worker_after_the_response(
     services: Services, conn: Conn, db_url: str
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     listener = await psycopg.AsyncConnection.connect(db_url, autocommit=True)
     async with listener:
         await listener.execute("LISTEN postbag_deliveries")
@@ -844,7 +835,7 @@ async def test_submit__wakes_the_worker_after_the_response(
 async def test_submit__idempotency_key_over_255_characters_is_422(
     services: Services, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn)
+    _, form = await setup_form(conn)
     async with submit_client(services) as client:
         response = await _post_json(
             client, form, json={"a": 1}, headers={"Idempotency-Key": "k" * 256}
@@ -857,7 +848,7 @@ async def test_submit__idempotency_key_over_255_characters_is_422(
 async def test_submit__storage_failure_is_503_and_the_orphan_is_recorded(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
-    _scope, _key, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
+    _, form = await setup_form(conn, file_fields={"cv": {"types": [".txt"]}})
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the storage root should be")
     async with (
@@ -895,7 +886,7 @@ async def test_submit__lookups_do_not_walk_the_forms_history_under_a_plan_made_w
     # re-plans them until statistics change). The rate-limit count and the key-less
     # double-submit check must not then read every earlier submission of the form: planned
     # on the idempotency constraint's index they did, on every submit.
-    scope, _key, form = await setup_form(conn, rate_limit_max=1000)
+    tenant, form = await setup_form(conn, rate_limit_max=1000)
     await conn.execute("SET plan_cache_mode = force_generic_plan")
     client, payload, now = b"\x01" * 32, b"\x02" * 32, utcnow()
     params = {"form_id": form, "month": now.date().replace(day=1), "client_hash": client}
@@ -915,7 +906,7 @@ async def test_submit__lookups_do_not_walk_the_forms_history_under_a_plan_made_w
         "SELECT 'sub_old' || g, %(org)s, %(form)s, 'accepted', '{}', '\\x00', "
         "decode(md5(g::text), 'hex'), now() - g * interval '10 milliseconds', "
         "now() + interval '90 days' FROM generate_series(1, 3000) g",
-        {"org": scope.organization_id, "form": form},
+        {"org": tenant.org, "form": form},
     )
     before = await _submissions_index_reads(conn)
     await lookups()

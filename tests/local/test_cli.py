@@ -14,12 +14,11 @@ import pytest
 
 from core.owner.organizations import authenticate
 from core.platform.db import Conn
-from tests.conftest import make_org
+from tests.support.builders import make_destination, make_form, make_route, make_tenant
 from tests.support.cli import postbag, subprocess_env
 from tests.support.peers import receiver
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY
-from tests.support.submit import create_destination, create_form, create_route
 
 
 async def _all_text(conn: Conn) -> str:
@@ -136,11 +135,11 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
 async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(
     db_url: str, conn: Conn, tmp_path: Path
 ) -> None:
-    scope, _key = await make_org(conn)
-    form = await create_form(conn, scope)
+    tenant = await make_tenant(conn)
+    form = await make_form(conn, tenant)
     with receiver() as peer:
-        hook = await create_destination(conn, scope, config={"url": peer.url + "/hook"})
-        await create_route(conn, scope, form, hook)
+        hook = await make_destination(conn, tenant, config={"url": peer.url + "/hook"})
+        await make_route(conn, tenant, form, hook)
         env = subprocess_env(
             POSTBAG_DATABASE_URL=db_url,
             POSTBAG_SECRET_KEY=TEST_SECRET_KEY,

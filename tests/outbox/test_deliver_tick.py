@@ -12,9 +12,9 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from local.runner import cron_loop, listen
+from tests.support.builders import make_delivery, make_route_to, setup_form
 from tests.support.cli import postbag, subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.peers import hang, receiver
 from tests.support.records import delivery
 from tests.support.settings import TEST_SECRET_KEY
@@ -24,9 +24,9 @@ async def test_deliver_tick_handler__one_pass_on_a_scheduled_event(
     db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         # The pass runs in the handler's own thread and loop; the receiver answers meanwhile.
         results = await asyncio.to_thread(
             invoke,
@@ -50,9 +50,9 @@ async def test_deliver_tick_handler__one_pass_on_a_scheduled_event(
 
 async def test_cli_tick__runs_one_deliver_pass(db_url: str, conn: Conn) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_ALLOW_PRIVATE_TARGETS="true")
         result = await asyncio.to_thread(postbag, "tick", "deliver", "--budget", "5", env=env)
     assert result.returncode == 0, result.stderr
@@ -83,9 +83,9 @@ async def test_cron_loop__delivers_on_notify_before_the_tick(
         loop_task = asyncio.create_task(cron_loop(services))
         try:
             await asyncio.sleep(0.5)  # the first (empty) pass has run
-            tenant = await make_tenant(conn)
-            dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-            _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+            tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+            dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+            _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
             started = time.monotonic()
             await conn.execute("SELECT pg_notify('postbag_deliveries', %(id)s)", {"id": dlv})
             while not peer.requests and time.monotonic() - started < 10:
@@ -104,9 +104,9 @@ async def test_deliver_tick_handler__stops_in_time_with_3_seconds_left(
 ) -> None:
     # The receiver holds every request for 8 s; the invocation has 3 s left.
     with receiver(hang(8)) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         started = time.monotonic()
         [result] = await asyncio.to_thread(
             invoke,
@@ -135,12 +135,13 @@ async def test_deliver_tick_handler__loops_for_a_shorter_cadence(
     db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         # Due a moment after the invocation starts: only a later pass of the loop sends it.
         _, dlv = await make_delivery(
             conn,
             tenant,
+            form,
             dst,
             rte,
             target={"url": peer.url},

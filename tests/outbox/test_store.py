@@ -9,7 +9,7 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import make_delivery, make_destination, make_many, make_tenant
+from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status
 from tests.support.records import attempts, delivery
 
@@ -18,16 +18,29 @@ FAST = WorkerOptions(timeout=1, margin=0.1)
 
 async def test_claim_due__fair_across_organizations(conn: Conn) -> None:
     now = utcnow()
-    big = await make_tenant(conn, name="Big")
-    small = await make_tenant(conn, name="Small")
-    dst, rte = await make_destination(conn, big, config={"url": "http://127.0.0.1:9/"})
-    await make_many(
-        conn, big, dst, rte, count=10_000, url="http://127.0.0.1:9/", due=now - timedelta(hours=1)
+    big, big_form = await setup_form(conn, name="Big", plan="self_hosted", routes=0)
+    small, small_form = await setup_form(conn, name="Small", plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, big, big_form, config={"url": "http://127.0.0.1:9/"})
+    await make_deliveries(
+        conn,
+        big,
+        big_form,
+        dst,
+        rte,
+        count=10_000,
+        url="http://127.0.0.1:9/",
+        due=now - timedelta(hours=1),
     )
-    sdst, srte = await make_destination(conn, small, config={"url": "http://127.0.0.1:9/"})
+    sdst, srte = await make_route_to(conn, small, small_form, config={"url": "http://127.0.0.1:9/"})
     # The small tenant's single delivery became due last of all.
     _, only = await make_delivery(
-        conn, small, sdst, srte, target={"url": "http://127.0.0.1:9/"}, next_attempt_at=now
+        conn,
+        small,
+        small_form,
+        sdst,
+        srte,
+        target={"url": "http://127.0.0.1:9/"},
+        next_attempt_at=now,
     )
     claims = await outbox.claim_due(conn, now=now, limit=200, lease=timedelta(minutes=5))
     assert len(claims) == 200
@@ -45,9 +58,11 @@ async def test_claim_due__skips_rows_another_claim_holds_and_reclaims_expired_le
     conn: Conn,
 ) -> None:
     now = utcnow()
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": "http://127.0.0.1:9/"})
-    await make_many(conn, tenant, dst, rte, count=10, url="http://127.0.0.1:9/", due=now)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/"})
+    await make_deliveries(
+        conn, tenant, form, dst, rte, count=10, url="http://127.0.0.1:9/", due=now
+    )
     lease = timedelta(seconds=30)
     first = await outbox.claim_due(conn, now=now, limit=6, lease=lease)
     second = await outbox.claim_due(conn, now=now, limit=6, lease=lease)
@@ -63,9 +78,11 @@ async def test_claim_due__skips_rows_another_claim_holds_and_reclaims_expired_le
 
 async def test_finish__fenced_by_the_claim_token(conn: Conn) -> None:
     now = utcnow()
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": "http://127.0.0.1:9/"})
-    _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/"})
+    _, dlv = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/"}
+    )
     lease = timedelta(seconds=2)
     [old] = await outbox.claim_due(conn, now=now, limit=5, lease=lease)
     [new] = await outbox.claim_due(conn, now=now + timedelta(seconds=3), limit=5, lease=lease)
@@ -83,12 +100,16 @@ async def test_finish__fenced_by_the_claim_token(conn: Conn) -> None:
 
 async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn: Conn) -> None:
     now = utcnow()
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": "http://127.0.0.1:9/"})
-    _, lost = await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/"})
+    _, lost = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/"}
+    )
     lease = timedelta(seconds=2)
     [old] = await outbox.claim_due(conn, now=now, limit=5, lease=lease)
-    _, other = await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"})
+    _, other = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/"}
+    )
     later = now + timedelta(seconds=3)
     by_id = {c.id: c for c in await outbox.claim_due(conn, now=later, limit=5, lease=lease)}
     assert set(by_id) == {lost, other}
@@ -141,9 +162,9 @@ async def test_deliver__live_checks_skip(
     services: Services, conn: Conn, change: str, reason: str
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         await conn.execute(change)
         stats = await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert peer.requests == []
@@ -158,16 +179,16 @@ async def test_deliver__over_quota_is_held_then_released_by_an_upgrade(
 ) -> None:
     now = utcnow()
     with receiver() as peer:
-        tenant = await make_tenant(conn, plan="free")
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        tenant, form = await setup_form(conn, routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         await conn.execute(
             "INSERT INTO usage_counters (organization_id, month, submissions)"
             " VALUES (%(org)s, %(month)s, 101)",
             {"org": tenant.org, "month": month_of(now)},
         )
-        _, within = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        _, within = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         _, over = await make_delivery(
-            conn, tenant, dst, rte, target={"url": peer.url}, flags=["over_quota"]
+            conn, tenant, form, dst, rte, target={"url": peer.url}, flags=["over_quota"]
         )
         stats = await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
         assert (stats["sent"], stats["held"]) == (1, 1)
@@ -190,15 +211,15 @@ async def test_deliver__over_quota_is_held_then_released_by_an_upgrade(
 async def test_deliver__over_quota_released_by_a_new_month(services: Services, conn: Conn) -> None:
     now = utcnow()
     with receiver() as peer:
-        tenant = await make_tenant(conn, plan="free")
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        tenant, form = await setup_form(conn, routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         await conn.execute(
             "INSERT INTO usage_counters (organization_id, month, submissions)"
             " VALUES (%(org)s, %(month)s, 500)",
             {"org": tenant.org, "month": month_of(now)},
         )
         _, over = await make_delivery(
-            conn, tenant, dst, rte, target={"url": peer.url}, flags=["over_quota"]
+            conn, tenant, form, dst, rte, target={"url": peer.url}, flags=["over_quota"]
         )
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
         assert (await delivery(conn, over))["held"]
@@ -211,9 +232,9 @@ async def test_deliver__over_quota_released_by_a_new_month(services: Services, c
 async def test_deliver__storm_sends_one_probe_per_window(services: Services, conn: Conn) -> None:
     now = utcnow()
     with receiver(status(500)) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        await make_many(conn, tenant, dst, rte, count=1000, url=peer.url, due=now)
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=1000, url=peer.url, due=now)
         worker = Deliverer(services, options=FAST)
         stats = await worker.run_pass(now=now, budget=10)
         first = len(peer.requests)

@@ -17,8 +17,8 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
 from tests.support.cli import subprocess_env
-from tests.support.outbox import make_delivery, make_destination, make_many, make_tenant
 from tests.support.peers import Answer, Request, receiver
 from tests.support.records import attempts, delivery
 
@@ -49,9 +49,9 @@ async def _wait(processes: list[subprocess.Popen[bytes]], timeout: float) -> Non
 
 async def test_races__four_workers_deliver_each_exactly_once(db_url: str, conn: Conn) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        await make_many(conn, tenant, dst, rte, count=5000, url=peer.url, due=utcnow())
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=5000, url=peer.url, due=utcnow())
         workers = [_worker(db_url) for _ in range(4)]
         await _wait(workers, timeout=150)
     seen = Counter(request.headers["webhook-id"] for request in peer.requests)
@@ -76,9 +76,9 @@ async def test_races__a_late_answer_of_an_expired_claim_is_fenced(
         return 200, {}, b"ok"
 
     with receiver(respond) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         slow = Deliverer(services, options=WorkerOptions(lease=timedelta(seconds=2), timeout=5))
         first = asyncio.create_task(slow.run_pass(now=utcnow(), budget=1))
         while not calls:
@@ -109,9 +109,9 @@ async def test_races__kill_9_mid_pass_loses_nothing(
         return 200, {}, b"ok"
 
     with receiver(respond) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        await make_many(conn, tenant, dst, rte, count=1000, url=peer.url, due=utcnow())
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=1000, url=peer.url, due=utcnow())
         worker = _worker(db_url)
         deadline = time.monotonic() + 60
         while len(peer.requests) < 100 and time.monotonic() < deadline:

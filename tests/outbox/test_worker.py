@@ -12,7 +12,7 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import WHSEC, make_delivery, make_destination, make_tenant
+from tests.support.builders import WEBHOOK_SECRET, make_delivery, make_route_to, setup_form
 from tests.support.peers import (
     Answer,
     Request,
@@ -27,15 +27,15 @@ from tests.support.records import attempts, delivery
 FAST = WorkerOptions(timeout=0.5, margin=0.1)
 
 
-@pytest.mark.parametrize("secret", [WHSEC, "a-plain-secret-of-32-characters!"])
+@pytest.mark.parametrize("secret", [WEBHOOK_SECRET, "a-plain-secret-of-32-characters!"])
 async def test_deliver__webhook_request_signed_both_ways(
     services: Services, conn: Conn, secret: str
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
         url = peer.url + "/hooks/postbag?x=1"
-        dst, rte = await make_destination(conn, tenant, config={"url": url}, secret=secret)
-        sub, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": url})
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": url}, secrets=(secret,))
+        sub, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": url})
         stats = await Deliverer(services).run_pass(now=utcnow(), budget=30)
     assert stats["sent"] == 1
     [request] = peer.requests
@@ -116,9 +116,9 @@ async def test_deliver__outcome_classes(
 ) -> None:
     now = utcnow()
     with receiver(answer) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     assert len(peer.requests) == 1  # a redirect is not followed
     row = await delivery(conn, dlv)
@@ -143,9 +143,9 @@ async def test_deliver__outcome_classes(
 async def test_deliver__closed_port_is_retried(services: Services, conn: Conn) -> None:
     now = utcnow()
     url = f"http://127.0.0.1:{closed_port()}/hook"
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": url})
-    _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": url})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": url})
     await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["attempts"], row["last_detail"]) == (
@@ -163,9 +163,9 @@ async def test_deliver__429_retry_after_lengthens_the_wait(
 ) -> None:
     now = utcnow()
     with receiver(status(429, {"Retry-After": header})) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
-        _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "http_429")
@@ -178,12 +178,14 @@ async def test_deliver__dead_after_the_attempt_limit_with_one_alert(
 ) -> None:
     now = utcnow()
     with receiver(status(503)) as peer:
-        tenant = await make_tenant(conn)
-        dst, rte = await make_destination(conn, tenant, config={"url": peer.url})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         dlvs = [
-            (await make_delivery(conn, tenant, dst, rte, target={"url": peer.url}, max_attempts=3))[
-                1
-            ]
+            (
+                await make_delivery(
+                    conn, tenant, form, dst, rte, target={"url": peer.url}, max_attempts=3
+                )
+            )[1]
             for _ in range(2)
         ]
         # Backoff grows 60 s, 120 s: each pass runs when the last one's retries are due.

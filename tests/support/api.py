@@ -1,4 +1,4 @@
-"""Helpers for the management API tests: a client on the app, and organizations with keys."""
+"""The management API over ASGI: a client, request bodies, creating through it, problems."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ import httpx
 from fastapi import FastAPI
 
 from core.http.api_app import create_api_app
-from core.platform.db import Conn
-from core.platform.scope import OrgScope
 from core.platform.services import Services
-from tests.conftest import make_org
+from tests.support.builders import TELEGRAM_TOKEN, Tenant
 
 WEBHOOK = {"type": "webhook", "name": "Hook", "config": {"url": "https://example.com/hook"}}
 EMAIL = {"type": "email", "name": "Inbox", "config": {"to": ["owner@example.com"]}}
-TELEGRAM_TOKEN = "123456789:AAH-telegram-bot-token-0123456789"
 TELEGRAM = {
     "type": "telegram",
     "name": "Chat",
@@ -43,23 +40,6 @@ def served_operations(app: FastAPI) -> list[tuple[str, str]]:
 
 
 @dataclass
-class Tenant:
-    """An organization and one live API key for it."""
-
-    scope: OrgScope
-    key: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
-
-
-async def tenant(conn: Conn, name: str = "Acme", plan: str = "free") -> Tenant:
-    scope, key = await make_org(conn, name=name, plan=plan)
-    return Tenant(scope, key)
-
-
-@dataclass
 class Recorder:
     """Every response body the client saw, to search for secrets afterwards."""
 
@@ -73,12 +53,16 @@ class Recorder:
         return "\n".join(self.bodies)
 
 
-def api_client(services: Services, recorder: Recorder | None = None) -> httpx.AsyncClient:
-    """A client for the management app, on ASGI (no network)."""
+def api_client(
+    services: Services, key: str | None = None, *, recorder: Recorder | None = None
+) -> httpx.AsyncClient:
+    """A client for the management app on ASGI (no network), sending `key` when given."""
     hooks: dict[str, list[Any]] = {"response": [recorder]} if recorder else {}
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=create_api_app(services)),
         base_url="http://test",
+        headers=headers,
         event_hooks=hooks,
     )
 

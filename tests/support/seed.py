@@ -1,27 +1,20 @@
-"""A row in every tenant table for one organization, inserted as the owner through SQL."""
+"""A row in every tenant table for one organization: the builders, then SQL for the rest."""
 
 from __future__ import annotations
 
+import secrets
+
 from core.platform.db import Conn
 from core.platform.ids import new_id
+from tests.support.builders import (
+    add_schema,
+    make_form,
+    make_route_to,
+    make_submission,
+    make_tenant,
+)
 
 SEED_SQL = """
-INSERT INTO organizations (id, name) VALUES (%(org)s, 'Seed');
-INSERT INTO api_keys (id, organization_id, name, prefix, key_hash)
-    VALUES (%(key)s, %(org)s, 'k', 'pb_x', %(key_hash)s);
-INSERT INTO forms (id, organization_id, name) VALUES (%(frm)s, %(org)s, 'Contact');
-INSERT INTO form_schemas (organization_id, form_id, version, schema)
-    VALUES (%(org)s, %(frm)s, 1, '{}');
-INSERT INTO destinations (id, organization_id, type, name, config)
-    VALUES (%(dst)s, %(org)s, 'webhook', 'Hook', '{"url": "https://example.com/h"}');
-INSERT INTO destination_secrets (organization_id, destination_id, version, secret)
-    VALUES (%(org)s, %(dst)s, 1, 'whsec_0123456789abcdef');
-INSERT INTO routes (id, organization_id, form_id, destination_id)
-    VALUES (%(rte)s, %(org)s, %(frm)s, %(dst)s);
-INSERT INTO submissions (id, organization_id, form_id, status, "values", payload_hash,
-                         idempotency_key)
-    VALUES (%(sub)s, %(org)s, %(frm)s, 'accepted', '{"email": "a@example.com"}', '\\x00',
-            'idem-1');
 INSERT INTO stored_objects (storage_key, organization_id, submission_id)
     VALUES (%(sub)s || '/file', %(org)s, %(sub)s);
 INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type, size,
@@ -47,29 +40,39 @@ INSERT INTO alerts (id, organization_id, kind, subject_id)
 INSERT INTO usage_counters (organization_id, month, submissions)
     VALUES (%(org)s, '2026-01-01', 1);
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
-    VALUES (%(key_hash)s, %(org)s, %(key)s, repeat('c', 32));
+    SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
+     WHERE organization_id = %(org)s;
 """
 
 
 async def seed_organization(conn: Conn) -> dict[str, str]:
-    """Insert one row per tenant table for a new organization; return the ids used."""
+    """One row per tenant table for a new organization; returns the ids used, by table."""
+    tenant = await make_tenant(conn, name="Seed")
+    frm = await make_form(conn, tenant)
+    await add_schema(conn, tenant, frm, {})
+    dst, rte = await make_route_to(
+        conn,
+        tenant,
+        frm,
+        config={"url": "https://example.com/h"},
+        secrets=("whsec_0123456789abcdef",),
+    )
+    sub = await make_submission(
+        conn, tenant, frm, {"email": "a@example.com"}, idempotency_key="idem-1"
+    )
     ids = {
-        name: new_id(prefix)
-        for name, prefix in [
-            ("org", "org"),
-            ("key", "key"),
-            ("frm", "frm"),
-            ("dst", "dst"),
-            ("rte", "rte"),
-            ("sub", "sub"),
-            ("att", "att"),
-            ("dgs", "dgs"),
-            ("dlv", "dlv"),
-            ("dlv2", "dlv"),
-            ("alr", "alr"),
-        ]
+        "org": tenant.org,
+        "frm": frm,
+        "dst": dst,
+        "rte": rte,
+        "sub": sub,
+        "att": new_id("att"),
+        "dgs": new_id("dgs"),
+        "dlv": new_id("dlv"),
+        "dlv2": new_id("dlv"),
+        "alr": new_id("alr"),
     }
-    params: dict[str, object] = {**ids, "key_hash": ids["key"].encode()}
+    params: dict[str, object] = {**ids, "session": secrets.token_bytes(16)}
     async with conn.transaction():
         for statement in SEED_SQL.split(";\n"):
             if statement.strip():

@@ -9,19 +9,34 @@ from standardwebhooks import Webhook
 
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.db import Conn
-from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.digests import DigestOptions, run_digests
-from tests.support.outbox import WHSEC, Tenant, make_destination, make_tenant
+from tests.support.builders import (
+    WEBHOOK_SECRET,
+    Tenant,
+    make_destination,
+    make_form,
+    make_route,
+    make_route_to,
+    make_submission,
+    make_tenant,
+    setup_form,
+)
 from tests.support.peers import hex_signature_matches, receiver
+from tests.support.submit import submit_client
 
 DAY1 = datetime(2027, 3, 1, tzinfo=UTC)
 
 
 async def _digest_route(
-    conn: Conn, tenant: Tenant, *, url: str = "https://example.com/h", period: str = "daily"
+    conn: Conn,
+    tenant: Tenant,
+    form: str,
+    *,
+    url: str = "https://example.com/h",
+    period: str = "daily",
 ) -> tuple[str, str]:
-    dst, rte = await make_destination(conn, tenant, config={"url": url})
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
     await conn.execute(
         "UPDATE routes SET mode = 'digest', period = %(period)s, updated_at = %(at)s"
         " WHERE id = %(rte)s",
@@ -31,28 +46,23 @@ async def _digest_route(
 
 
 async def _submit(
-    conn: Conn, tenant: Tenant, at: datetime, values: dict[str, Any] | None = None, **cols: Any
+    conn: Conn,
+    tenant: Tenant,
+    form: str,
+    at: datetime,
+    values: dict[str, Any] | None = None,
+    **cols: Any,
 ) -> str:
-    sub = new_id("sub")
-    await conn.execute(
-        'INSERT INTO submissions (id, organization_id, form_id, status, reason, "values",'
-        " payload_hash, received_at, erase_at, erased_at, erase_reason)"
-        " VALUES (%(sub)s, %(org)s, %(form)s, %(status)s, %(reason)s, %(values)s, '\\x00',"
-        " %(at)s, %(erase_at)s, %(erased_at)s, %(erase_reason)s)",
-        {
-            "sub": sub,
-            "org": tenant.org,
-            "form": tenant.form,
-            "at": at,
-            "values": None if cols.get("erased_at") else json.dumps(values or {"n": 1}),
-            "status": cols.get("status", "accepted"),
-            "reason": cols.get("reason"),
-            "erase_at": cols.get("erase_at"),
-            "erased_at": cols.get("erased_at"),
-            "erase_reason": "requested" if cols.get("erased_at") else None,
-        },
+    erased = cols.get("erased_at") is not None
+    return await make_submission(
+        conn,
+        tenant,
+        form,
+        None if erased else values or {"n": 1},
+        received_at=at,
+        erase_reason="requested" if erased else None,
+        **cols,
     )
-    return sub
 
 
 async def _digests(conn: Conn, rte: str) -> list[dict[str, Any]]:
@@ -68,15 +78,15 @@ async def _digests(conn: Conn, rte: str) -> list[dict[str, Any]]:
 async def test_digest__three_days_give_three_digests_and_reruns_nothing(
     services: Services, conn: Conn
 ) -> None:
-    tenant = await make_tenant(conn)
-    _, rte = await _digest_route(conn, tenant)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await _digest_route(conn, tenant, form)
     for day in range(3):
         for hour in (9, 17):
-            await _submit(conn, tenant, DAY1 + timedelta(days=day, hours=hour))
+            await _submit(conn, tenant, form, DAY1 + timedelta(days=day, hours=hour))
     # Spam is not in the route's statuses: neither counted nor listed.
-    await _submit(conn, tenant, DAY1 + timedelta(hours=10), status="spam", reason="honeypot")
+    await _submit(conn, tenant, form, DAY1 + timedelta(hours=10), status="spam", reason="honeypot")
     # Today's period is still open.
-    await _submit(conn, tenant, DAY1 + timedelta(days=3, hours=1))
+    await _submit(conn, tenant, form, DAY1 + timedelta(days=3, hours=1))
     now = DAY1 + timedelta(days=3, hours=2)
     stats = await run_digests(services, now=now, budget=10)
     assert stats["digests"] == 3
@@ -90,7 +100,7 @@ async def test_digest__three_days_give_three_digests_and_reruns_nothing(
     assert (first["kind"], first["channel"], first["status"]) == ("digest", "webhook", "pending")
     payload = first["payload"]
     assert payload["event"] == "form.digest"
-    assert payload["form"] == tenant.form
+    assert payload["form"] == form
     assert payload["period"] == "2027-03-01"
     assert payload["period_start"] == "2027-03-01T00:00:00.000Z"
     assert payload["period_end"] == "2027-03-02T00:00:00.000Z"
@@ -107,10 +117,10 @@ async def test_digest__three_days_give_three_digests_and_reruns_nothing(
 
 
 async def test_digest__concurrent_passes_make_no_duplicate(services: Services, conn: Conn) -> None:
-    tenant = await make_tenant(conn)
-    _, rte = await _digest_route(conn, tenant, period="hourly")
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await _digest_route(conn, tenant, form, period="hourly")
     for hour in range(6):
-        await _submit(conn, tenant, DAY1 + timedelta(hours=hour, minutes=5))
+        await _submit(conn, tenant, form, DAY1 + timedelta(hours=hour, minutes=5))
     now = DAY1 + timedelta(hours=7)
     results = await asyncio.gather(*(run_digests(services, now=now, budget=10) for _ in range(2)))
     assert sum(r.get("digests", 0) for r in results) == 6
@@ -124,14 +134,21 @@ async def test_digest__concurrent_passes_make_no_duplicate(services: Services, c
 
 
 async def test_digest__empty_period_and_erased_values(services: Services, conn: Conn) -> None:
-    tenant = await make_tenant(conn)
-    _, rte = await _digest_route(conn, tenant)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await _digest_route(conn, tenant, form)
     # Day 1 empty; day 2 one readable, one erased, one expired.
     day2 = DAY1 + timedelta(days=1)
-    await _submit(conn, tenant, day2 + timedelta(hours=1), {"name": "Ada"})
-    await _submit(conn, tenant, day2 + timedelta(hours=2), erased_at=day2 + timedelta(hours=3))
+    await _submit(conn, tenant, form, day2 + timedelta(hours=1), {"name": "Ada"})
     await _submit(
-        conn, tenant, day2 + timedelta(hours=4), {"name": "Old"}, erase_at=day2 + timedelta(hours=5)
+        conn, tenant, form, day2 + timedelta(hours=2), erased_at=day2 + timedelta(hours=3)
+    )
+    await _submit(
+        conn,
+        tenant,
+        form,
+        day2 + timedelta(hours=4),
+        {"name": "Old"},
+        erase_at=day2 + timedelta(hours=5),
     )
     stats = await run_digests(services, now=DAY1 + timedelta(days=2, minutes=5), budget=10)
     assert stats["digests"] == 1
@@ -145,15 +162,15 @@ async def test_digest__empty_period_and_erased_values(services: Services, conn: 
 async def test_digest__catches_up_after_a_gap_oldest_first_bounded_per_pass(
     services: Services, conn: Conn
 ) -> None:
-    tenant = await make_tenant(conn)
-    _, rte = await _digest_route(conn, tenant)
-    await _submit(conn, tenant, DAY1 + timedelta(hours=1))
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await _digest_route(conn, tenant, form)
+    await _submit(conn, tenant, form, DAY1 + timedelta(hours=1))
     assert (await run_digests(services, now=DAY1 + timedelta(days=1, minutes=1), budget=10))[
         "digests"
     ] == 1
     # Down for three days, with submissions on each.
     for day in (1, 2, 3):
-        await _submit(conn, tenant, DAY1 + timedelta(days=day, hours=12))
+        await _submit(conn, tenant, form, DAY1 + timedelta(days=day, hours=12))
     now = DAY1 + timedelta(days=4, hours=1)
     stats = await run_digests(
         services, now=now, budget=10, options=DigestOptions(periods_per_route=2)
@@ -171,9 +188,9 @@ async def test_digest__webhook_verifies_with_both_signature_schemes(
     services: Services, conn: Conn
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        _, rte = await _digest_route(conn, tenant, url=peer.url + "/digest")
-        await _submit(conn, tenant, DAY1 + timedelta(hours=3), {"email": "a@example.com"})
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        _, rte = await _digest_route(conn, tenant, form, url=peer.url + "/digest")
+        await _submit(conn, tenant, form, DAY1 + timedelta(hours=3), {"email": "a@example.com"})
         now = DAY1 + timedelta(days=1, minutes=1)
         assert (await run_digests(services, now=now, budget=10))["digests"] == 1
         stats = await Deliverer(services, options=WorkerOptions(timeout=2, margin=0.1)).run_pass(
@@ -186,15 +203,15 @@ async def test_digest__webhook_verifies_with_both_signature_schemes(
     body = json.loads(request.body)
     assert body["event"] == "form.digest" and body["count"] == 1
     assert "text" not in body
-    assert hex_signature_matches(WHSEC, request.body, headers["x-postbag-signature"])
-    assert Webhook(WHSEC).verify(request.body, request.headers) == body
+    assert hex_signature_matches(WEBHOOK_SECRET, request.body, headers["x-postbag-signature"])
+    assert Webhook(WEBHOOK_SECRET).verify(request.body, request.headers) == body
     assert (await _digests(conn, rte))[0]["status"] == "sent"
 
 
 async def test_digest__email_text(services: Services, conn: Conn) -> None:
-    tenant = await make_tenant(conn)
-    _, rte = await make_destination(
-        conn, tenant, type="email", config={"to": ["owner@example.com"]}, secret=None
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await make_route_to(
+        conn, tenant, form, type="email", config={"to": ["owner@example.com"]}, secrets=()
     )
     await conn.execute(
         "UPDATE routes SET mode = 'digest', period = 'weekly', updated_at = %(at)s"
@@ -202,7 +219,7 @@ async def test_digest__email_text(services: Services, conn: Conn) -> None:
         {"rte": rte, "at": DAY1},
     )
     for n in range(3):
-        await _submit(conn, tenant, DAY1 + timedelta(hours=n))
+        await _submit(conn, tenant, form, DAY1 + timedelta(hours=n))
     await run_digests(services, now=DAY1 + timedelta(days=8), budget=10)
     [row] = await _digests(conn, rte)
     assert row["channel"] == "email"
@@ -214,13 +231,10 @@ async def test_digest__email_text(services: Services, conn: Conn) -> None:
 async def test_digest__submit_plans_no_immediate_delivery_for_a_digest_route(
     services: Services, conn: Conn
 ) -> None:
-    from tests.conftest import make_org
-    from tests.support.submit import create_destination, create_form, create_route, submit_client
-
-    scope, _ = await make_org(conn)
-    form = await create_form(conn, scope)
-    await create_route(
-        conn, scope, form, await create_destination(conn, scope), mode="digest", period="daily"
+    tenant = await make_tenant(conn)
+    form = await make_form(conn, tenant)
+    await make_route(
+        conn, tenant, form, await make_destination(conn, tenant), mode="digest", period="daily"
     )
     async with submit_client(services) as client:
         response = await client.post(
@@ -236,10 +250,10 @@ async def test_digest__a_later_erase_scrubs_the_digest_snapshot(
 ) -> None:
     from core.submissions.erasure import erase_many
 
-    tenant = await make_tenant(conn)
-    _, rte = await _digest_route(conn, tenant)
-    kept = await _submit(conn, tenant, DAY1 + timedelta(hours=1), {"name": "Ada"})
-    gone = await _submit(conn, tenant, DAY1 + timedelta(hours=2), {"name": "Bob"})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    _, rte = await _digest_route(conn, tenant, form)
+    kept = await _submit(conn, tenant, form, DAY1 + timedelta(hours=1), {"name": "Ada"})
+    gone = await _submit(conn, tenant, form, DAY1 + timedelta(hours=2), {"name": "Bob"})
     now = DAY1 + timedelta(days=1, minutes=1)
     await run_digests(services, now=now, budget=10)
     async with conn.transaction():

@@ -2,53 +2,47 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
-from core.platform.ids import new_id
-from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.ticks.retention import run_retention
-from tests.conftest import make_org
+from tests.support.api import api_client
+from tests.support.builders import (
+    Tenant,
+    make_delivery,
+    make_form,
+    make_route_to,
+    make_submission,
+    make_tenant,
+    setup_form,
+)
 from tests.support.cli import postbag, subprocess_env
-from tests.support.outbox import make_delivery, make_destination, make_tenant
 from tests.support.records import rows
-from tests.support.submit import api_client, create_form, setup_form, submit_client
+from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
 
 async def _accepted(
-    conn: Conn, scope: OrgScope, form: str, values: list[dict[str, Any]], at: Any
+    conn: Conn, tenant: Tenant, form: str, values: list[dict[str, Any]], at: Any
 ) -> None:
     for item in values:
-        await conn.execute(
-            'INSERT INTO submissions (id, organization_id, form_id, status, "values",'
-            " payload_hash, received_at) VALUES (%(id)s, %(org)s, %(form)s, 'accepted',"
-            " %(values)s, '\\x00', %(at)s)",
-            {
-                "id": new_id("sub"),
-                "org": scope.organization_id,
-                "form": form,
-                "values": json.dumps(item),
-                "at": at,
-            },
-        )
+        await make_submission(conn, tenant, form, item, received_at=at)
 
 
 async def test_inference__stable_shape_one_version_new_field_version_2(
     services: Services, conn: Conn
 ) -> None:
-    scope, key = await make_org(conn)
-    form = await create_form(conn, scope, schema_mode="observe")
-    other = await create_form(conn, scope, schema_mode="off")
+    tenant = await make_tenant(conn)
+    form = await make_form(conn, tenant, schema_mode="observe")
+    other = await make_form(conn, tenant, schema_mode="off")
     start = utcnow()
     stable = [{"name": f"P{i}", "email": f"p{i}@example.com"} for i in range(50)]
-    await _accepted(conn, scope, form, stable, start - timedelta(minutes=10))
-    await _accepted(conn, scope, other, stable[:3], start - timedelta(minutes=10))
+    await _accepted(conn, tenant, form, stable, start - timedelta(minutes=10))
+    await _accepted(conn, tenant, other, stable[:3], start - timedelta(minutes=10))
 
     stats = await run_retention(services, now=start, budget=10)
     assert stats["schemas_inferred"] == 1
@@ -64,12 +58,12 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
     # Nothing new, or the same shape again: nothing appended.
     later = start + timedelta(minutes=1)
     assert (await run_retention(services, now=later, budget=10))["schemas_inferred"] == 0
-    await _accepted(conn, scope, form, stable[:5], later)
+    await _accepted(conn, tenant, form, stable[:5], later)
     later2 = later + timedelta(minutes=1)
     assert (await run_retention(services, now=later2, budget=10))["schemas_inferred"] == 0
 
     grown = [{**item, "phone": "+441234"} for item in stable[:20]]
-    await _accepted(conn, scope, form, grown, later2)
+    await _accepted(conn, tenant, form, grown, later2)
     later3 = later2 + timedelta(minutes=1)
     assert (await run_retention(services, now=later3, budget=10))["schemas_inferred"] == 1
     [v2] = await rows(conn, "SELECT version, source, schema FROM form_schemas WHERE version = 2")
@@ -81,7 +75,7 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
         {"subject_id": form, "data": {"form": form, "version": 1}},
         {"subject_id": form, "data": {"form": form, "version": 2}},
     ]
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         listed = (await api.get(f"/v1/forms/{form}/schemas")).json()["data"]
     assert [(s["version"], s["source"]) for s in listed] == [(1, "inferred"), (2, "inferred")]
 
@@ -89,9 +83,11 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
 async def test_health_rollup__success_rate_and_p95_in_the_destination(
     services: Services, conn: Conn
 ) -> None:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": "https://example.com/h"})
-    _, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": "https://example.com/h"})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "https://example.com/h"})
+    _, dlv = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "https://example.com/h"}
+    )
     now = utcnow()
     for n in range(20):
         await conn.execute(
@@ -120,10 +116,8 @@ async def test_health_rollup__success_rate_and_p95_in_the_destination(
     assert stats["attempts"] == 20
     assert stats["success_rate"] == 0.75
     assert stats["p95_duration_ms"] == 191
-    from tests.support.outbox import api_key
 
-    key = await api_key(conn, tenant)
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         body = (await api.get(f"/v1/destinations/{dst}")).json()
     assert body["health_stats"]["success_rate"] == 0.75
 
@@ -131,12 +125,12 @@ async def test_health_rollup__success_rate_and_p95_in_the_destination(
 async def test_quota__over_quota_deliveries_held_then_released_after_set_plan(
     services: Services, conn: Conn, db_url: str
 ) -> None:
-    scope, _key, form = await setup_form(conn, plan="free")
+    tenant, form = await setup_form(conn, plan="free")
     now = utcnow()
     await conn.execute(
         "INSERT INTO usage_counters (organization_id, month, submissions)"
         " VALUES (%(org)s, %(month)s, 100)",
-        {"org": scope.organization_id, "month": month_of(now)},
+        {"org": tenant.org, "month": month_of(now)},
     )
     async with submit_client(services) as client:
         response = await client.post(f"/s/{form}", data={"name": "Ada"}, headers=JSON_ACCEPT)
@@ -147,9 +141,7 @@ async def test_quota__over_quota_deliveries_held_then_released_after_set_plan(
     assert (dlv["held"], dlv["status"]) == (True, "pending")
     assert (await run_retention(services, now=now, budget=10))["released"] == 0
 
-    result = postbag(
-        "set-plan", scope.organization_id, "pro", env=subprocess_env(POSTBAG_DATABASE_URL=db_url)
-    )
+    result = postbag("set-plan", tenant.org, "pro", env=subprocess_env(POSTBAG_DATABASE_URL=db_url))
     assert result.returncode == 0, result.stderr
     assert (await run_retention(services, now=now, budget=10))["released"] == 1
     [dlv] = await rows(conn, "SELECT held, status FROM deliveries")

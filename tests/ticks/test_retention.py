@@ -13,11 +13,12 @@ from core.platform.health import check_health
 from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.retention import RetentionOptions, run_retention
-from tests.conftest import make_org
+from tests.support.api import api_client
+from tests.support.builders import make_form, make_tenant, setup_form
 from tests.support.files import object_exists, pdf
 from tests.support.records import rows
 from tests.support.settings import built_services
-from tests.support.submit import api_client, create_form, setup_form, submit_client
+from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
@@ -28,9 +29,7 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
     conn: Conn,
     storage_url: str,
 ) -> None:
-    _scope, key, form = await setup_form(
-        conn, file_fields={"cv": {"types": [".pdf"], "max_files": 1}}
-    )
+    tenant, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"], "max_files": 1}})
     async with built_services(db_url, tmp_path, storage_url=storage_url) as services:
         async with submit_client(services) as client:
             first = await client.post(
@@ -50,7 +49,7 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
                 {"at": now - timedelta(days=91), "erase_at": now - timedelta(days=1)},
             )
             # Past erase_at, before any cleanup: values and files are unreadable already.
-            async with api_client(services, key) as api:
+            async with api_client(services, tenant.key) as api:
                 detail = (await api.get(f"/v1/submissions/{receipt}")).json()
                 assert detail["values"] is None and detail["values_state"] == "expired"
                 assert detail["attachments"] == []
@@ -135,8 +134,8 @@ async def _stored_object(conn: Conn, org: str, *, created_ago: timedelta, due: b
 async def test_retention__storage_failure_retried_next_pass_then_stuck_at_the_cap(
     services: Services, conn: Conn
 ) -> None:
-    scope, _ = await make_org(conn)
-    org = scope.organization_id
+    tenant = await make_tenant(conn)
+    org = tenant.org
     flaky = await _stored_object(conn, org, created_ago=timedelta(minutes=5), due=True)
     now = utcnow()
     storage = FlakyStorage(failures=1)
@@ -173,8 +172,8 @@ async def test_retention__storage_failure_retried_next_pass_then_stuck_at_the_ca
 async def test_retention__orphans_older_than_an_hour_are_deleted(
     services: Services, conn: Conn
 ) -> None:
-    scope, _ = await make_org(conn)
-    org = scope.organization_id
+    tenant = await make_tenant(conn)
+    org = tenant.org
     old = await _stored_object(conn, org, created_ago=timedelta(hours=2), due=False)
     young = await _stored_object(conn, org, created_ago=timedelta(minutes=10), due=False)
     storage = FlakyStorage(failures=0)
@@ -187,8 +186,8 @@ async def test_retention__orphans_older_than_an_hour_are_deleted(
 
 
 async def _expired_rows(conn: Conn, count: int) -> tuple[str, str]:
-    scope, _ = await make_org(conn, plan="self_hosted")
-    form = await create_form(conn, scope)
+    tenant = await make_tenant(conn, plan="self_hosted")
+    form = await make_form(conn, tenant)
     now = utcnow()
     await conn.execute(
         'INSERT INTO submissions (id, organization_id, form_id, status, "values", payload_hash,'
@@ -197,14 +196,14 @@ async def _expired_rows(conn: Conn, count: int) -> tuple[str, str]:
         " jsonb_build_object('n', i), '\\x00', %(at)s, %(erase_at)s"
         " FROM generate_series(1, %(count)s) i",
         {
-            "org": scope.organization_id,
+            "org": tenant.org,
             "form": form,
             "count": count,
             "at": now - timedelta(days=2),
             "erase_at": now - timedelta(days=1),
         },
     )
-    return scope.organization_id, form
+    return tenant.org, form
 
 
 async def test_retention__expiry_runs_in_batches(services: Services, conn: Conn) -> None:

@@ -32,7 +32,7 @@ from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
 from local.runner import combined_app
-from tests.conftest import make_org
+from tests.support.builders import make_tenant
 from tests.support.peers import closed_port, receiver, status
 from tests.support.settings import TEST_SECRET_KEY
 
@@ -149,10 +149,10 @@ def _new_key(db_url: str) -> str:
     async def run() -> str:
         conn = await connect(db_url)
         try:
-            _scope, key = await make_org(conn, name="Bike shop")
+            tenant = await make_tenant(conn, name="Bike shop")
         finally:
             await conn.close()
-        return key
+        return tenant.key
 
     return asyncio.run(run())
 

@@ -13,11 +13,11 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.conftest import make_org
+from tests.support.builders import make_form, make_route, make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver
 from tests.support.records import rows
-from tests.support.submit import create_form, create_route, submit_client
+from tests.support.submit import submit_client
 
 CHAT_TYPES = sorted(name for name, adapter in ADAPTERS.items() if adapter.secret_field)
 TOKEN = "url-token-that-is-the-secret-4421"
@@ -26,9 +26,9 @@ TOKEN = "url-token-that-is-the-secret-4421"
 async def test_destination_form__offers_every_registered_type_and_config_field(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     async with dashboard_client(services) as client:
-        await sign_in(client, key)
+        await sign_in(client, tenant.key)
         page = (await client.get("/app/destinations")).text
     for name, adapter in ADAPTERS.items():
         assert f'<option value="{name}">{adapter.label}</option>' in page
@@ -40,11 +40,11 @@ async def test_destination_form__offers_every_registered_type_and_config_field(
 async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
     services: Services, conn: Conn, kind: str
 ) -> None:
-    scope, key = await make_org(conn)
-    form_id = await create_form(conn, scope, name="Contact", labels={"message": "Message"})
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant, name="Contact", labels={"message": "Message"})
     with receiver() as first, receiver() as second:
         async with dashboard_client(services) as client:
-            token = await sign_in(client, key)
+            token = await sign_in(client, tenant.key)
             added = await client.post(
                 "/app/destinations",
                 data={
@@ -59,7 +59,7 @@ async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
             assert "Team chat" in listing and ADAPTERS[kind].label in listing
             assert f"{first.url}/hook/…" in listing and TOKEN not in listing
             (dest,) = await rows(conn, "SELECT id FROM destinations WHERE name = 'Team chat'")
-            await create_route(conn, scope, form_id, dest["id"])
+            await make_route(conn, tenant, form_id, dest["id"])
 
             async with submit_client(services) as visitor:
                 sent = await visitor.post(f"/s/{form_id}", json={"message": "Hello there"})

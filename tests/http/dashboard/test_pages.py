@@ -7,17 +7,18 @@ from typing import Any
 from core.destinations.http import close_shared_client
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.conftest import make_org
+from tests.support.builders import (
+    WEBHOOK_SECRET,
+    Tenant,
+    make_destination,
+    make_form,
+    make_route,
+    make_tenant,
+)
 from tests.support.dashboard import csrf_of, dashboard_client, sign_in
 from tests.support.peers import receiver, status
 from tests.support.records import rows
-from tests.support.submit import (
-    WEBHOOK_SECRET,
-    create_destination,
-    create_form,
-    create_route,
-    submit_client,
-)
+from tests.support.submit import submit_client
 
 SECRET_VALUE = "ada-lovelace-private-message-7731"
 
@@ -32,23 +33,23 @@ async def _submission(services: Services, form_id: str, **values: str) -> str:
     return str(body.get("receipt") or body.get("id"))
 
 
-async def _world(conn: Conn) -> tuple[Any, str, str, str]:
-    scope, key = await make_org(conn)
-    form_id = await create_form(conn, scope, labels={"message": "Your message", "email": "Email"})
-    destination = await create_destination(
-        conn, scope, config={"url": "https://hooks.example.com/in?token=hidden-token"}
+async def _world(conn: Conn) -> tuple[Tenant, str, str]:
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant, labels={"message": "Your message", "email": "Email"})
+    destination = await make_destination(
+        conn, tenant, config={"url": "https://hooks.example.com/in?token=hidden-token"}
     )
-    await create_route(conn, scope, form_id, destination)
-    return scope, key, form_id, destination
+    await make_route(conn, tenant, form_id, destination)
+    return tenant, form_id, destination
 
 
 async def test_every_page_renders_and_values_stay_out_of_the_inbox(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key, form_id, destination = await _world(conn)
+    tenant, form_id, destination = await _world(conn)
     receipt = await _submission(services, form_id)
     async with dashboard_client(services) as client:
-        await sign_in(client, key)
+        await sign_in(client, tenant.key)
         inbox = await client.get("/app")
         assert receipt in inbox.text
         assert SECRET_VALUE not in inbox.text and "ada@example.com" not in inbox.text
@@ -85,7 +86,7 @@ async def test_every_page_renders_and_values_stay_out_of_the_inbox(
 
 
 async def test_sign_in_cookie_and_bad_key(services: Services, conn: Conn) -> None:
-    _scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     async with dashboard_client(services) as client:
         assert (await client.get("/app")).headers["location"] == "/app/sign-in"
         page = await client.get("/app/sign-in")
@@ -94,18 +95,20 @@ async def test_sign_in_cookie_and_bad_key(services: Services, conn: Conn) -> Non
         )
         assert bad.status_code == 401 and "not valid" in bad.text
         page = await client.get("/app/sign-in")
-        good = await client.post("/app/sign-in", data={"csrf": csrf_of(page.text), "api_key": key})
+        good = await client.post(
+            "/app/sign-in", data={"csrf": csrf_of(page.text), "api_key": tenant.key}
+        )
         cookie = next(h for h in good.headers.get_list("set-cookie") if h.startswith("pb_session="))
         lowered = cookie.lower()
         assert "httponly" in lowered and "samesite=lax" in lowered and "secure" not in lowered
-        assert key not in cookie
+        assert tenant.key not in cookie
 
 
 async def test_csrf_missing_or_wrong_changes_nothing(services: Services, conn: Conn) -> None:
-    _scope, key, form_id, _destination = await _world(conn)
+    tenant, form_id, _destination = await _world(conn)
     receipt = await _submission(services, form_id)
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         for data in ({"confirm": "yes"}, {"confirm": "yes", "csrf": "wrong"}):
             response = await client.post(f"/app/submissions/{receipt}/erase", data=data)
             assert response.status_code == 403 and "Not allowed" in response.text
@@ -125,7 +128,7 @@ async def test_csrf_missing_or_wrong_changes_nothing(services: Services, conn: C
 
 
 async def test_send_again_refusal_is_shown_in_place(services: Services, conn: Conn) -> None:
-    _scope, key, form_id, _destination = await _world(conn)
+    tenant, form_id, _destination = await _world(conn)
     receipt = await _submission(services, form_id)
     await conn.execute(
         "UPDATE deliveries SET status = 'dead', reason = 'attempts_exhausted', attempts = 8, "
@@ -133,7 +136,7 @@ async def test_send_again_refusal_is_shown_in_place(services: Services, conn: Co
         {"id": receipt},
     )
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         page = await client.get(f"/app/submissions/{receipt}")
         assert "Not delivered" in page.text and "HTTP 503" in page.text
         assert "Send again" in page.text
@@ -154,7 +157,7 @@ async def test_send_again_refusal_is_shown_in_place(services: Services, conn: Co
 
 
 async def test_send_again_requeues(services: Services, conn: Conn) -> None:
-    _scope, key, form_id, _destination = await _world(conn)
+    tenant, form_id, _destination = await _world(conn)
     receipt = await _submission(services, form_id)
     await conn.execute(
         "UPDATE deliveries SET status = 'dead', reason = 'attempts_exhausted', attempts = 8 "
@@ -165,7 +168,7 @@ async def test_send_again_requeues(services: Services, conn: Conn) -> None:
         conn, "SELECT id FROM deliveries WHERE submission_id = %(id)s", id=receipt
     )
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         url = f"/app/submissions/{receipt}/deliveries/{delivery['id']}/retry"
         assert (await client.post(url, data={"csrf": token})).status_code == 303
         page = await client.get(f"/app/submissions/{receipt}")
@@ -173,11 +176,11 @@ async def test_send_again_requeues(services: Services, conn: Conn) -> None:
 
 
 async def test_other_organizations_objects_are_404_pages(services: Services, conn: Conn) -> None:
-    _scope, _key, form_id, destination = await _world(conn)
+    _tenant, form_id, destination = await _world(conn)
     receipt = await _submission(services, form_id)
-    _other, other_key = await make_org(conn, name="Other")
+    other = await make_tenant(conn, name="Other")
     async with dashboard_client(services) as client:
-        token = await sign_in(client, other_key)
+        token = await sign_in(client, other.key)
         for path in (
             f"/app/submissions/{receipt}",
             f"/app/forms/{form_id}",
@@ -199,24 +202,24 @@ async def test_other_organizations_objects_are_404_pages(services: Services, con
 
 
 async def test_revoked_key_and_idle_sessions_end(services: Services, conn: Conn) -> None:
-    _scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     async with dashboard_client(services) as client:
-        await sign_in(client, key)
+        await sign_in(client, tenant.key)
         await conn.execute(
             "UPDATE dashboard_sessions SET last_seen_at = now() - interval '13 hours'"
         )
         response = await client.get("/app")
         assert response.status_code == 303 and response.headers["location"] == "/app/sign-in"
     async with dashboard_client(services) as client:
-        await sign_in(client, key)
+        await sign_in(client, tenant.key)
         await conn.execute("UPDATE api_keys SET revoked_at = now()")
         assert (await client.get("/app")).status_code == 303
 
 
 async def test_sign_out_deletes_the_session(services: Services, conn: Conn) -> None:
-    _scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         response = await client.post("/app/sign-out", data={"csrf": token})
         assert response.status_code == 303
         assert not await rows(conn, "SELECT 1 FROM dashboard_sessions")
@@ -225,9 +228,9 @@ async def test_sign_out_deletes_the_session(services: Services, conn: Conn) -> N
 async def test_forms_destinations_routes_and_alerts_through_pages(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         created = await client.post(
             "/app/forms",
             data={
@@ -287,15 +290,15 @@ async def test_forms_destinations_routes_and_alerts_through_pages(
 
 
 async def test_alert_badge_and_acknowledge(services: Services, conn: Conn) -> None:
-    scope, key, _form_id, destination = await _world(conn)
+    tenant, _form_id, destination = await _world(conn)
     await conn.execute(
         "INSERT INTO alerts (id, organization_id, kind, subject_id, status, occurrences, "
         "first_at, last_at) VALUES ('alr_test1', %(org)s, 'delivery.dead', %(dst)s, 'open', 3, "
         "now(), now())",
-        {"org": scope.organization_id, "dst": destination},
+        {"org": tenant.org, "dst": destination},
     )
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         inbox = await client.get("/app")
         assert 'class="badge"' in inbox.text
         page = await client.get("/app/alerts")
@@ -306,17 +309,17 @@ async def test_alert_badge_and_acknowledge(services: Services, conn: Conn) -> No
 
 
 async def test_inbox_loads_more_with_a_cursor(services: Services, conn: Conn) -> None:
-    scope, key = await make_org(conn)
-    form_id = await create_form(conn, scope)
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant)
     await conn.execute(
         'INSERT INTO submissions (id, organization_id, form_id, status, received_at, "values", '
         "payload_hash) SELECT 'sub_' || lpad(i::text, 6, '0'), %(org)s, %(form)s, 'accepted', "
         "now() - make_interval(secs => i), '{}'::jsonb, '\\x00'::bytea "
         "FROM generate_series(1, 55) i",
-        {"org": scope.organization_id, "form": form_id},
+        {"org": tenant.org, "form": form_id},
     )
     async with dashboard_client(services) as client:
-        await sign_in(client, key)
+        await sign_in(client, tenant.key)
         first = await client.get("/app")
         assert first.text.count('class="receipt"') == 50 and "Load more" in first.text
         more = first.text.split('href="/app?', 1)[1].split('"', 1)[0].replace("&amp;", "&")
@@ -328,8 +331,8 @@ async def test_inbox_loads_more_with_a_cursor(services: Services, conn: Conn) ->
 async def test_attachment_download_goes_through_the_same_checks(
     services: Services, conn: Conn
 ) -> None:
-    scope, key = await make_org(conn)
-    form_id = await create_form(conn, scope, file_fields={"notes": {"types": [".txt"]}})
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant, file_fields={"notes": {"types": [".txt"]}})
     async with submit_client(services) as client:
         response = await client.post(
             f"/s/{form_id}",
@@ -339,9 +342,9 @@ async def test_attachment_download_goes_through_the_same_checks(
         )
     assert response.status_code == 201, response.text
     receipt = response.json()["receipt"]
-    _other, other_key = await make_org(conn, name="Other")
+    other = await make_tenant(conn, name="Other")
     async with dashboard_client(services) as client:
-        token = await sign_in(client, key)
+        token = await sign_in(client, tenant.key)
         page = await client.get(f"/app/submissions/{receipt}")
         assert "notes.txt" in page.text and "15 bytes" in page.text
         link = page.text.split(f'href="/app/submissions/{receipt}/attachments/', 1)[1]
@@ -355,16 +358,16 @@ async def test_attachment_download_goes_through_the_same_checks(
         gone = await client.get(url)
         assert gone.status_code == 409 and "text/html" in gone.headers["content-type"]
     async with dashboard_client(services) as client:
-        await sign_in(client, other_key)
+        await sign_in(client, other.key)
         assert (await client.get(url)).status_code == 404
 
 
 async def test_send_test_shows_the_result(services: Services, conn: Conn) -> None:
-    scope, key = await make_org(conn)
+    tenant = await make_tenant(conn)
     with receiver(status(503)) as peer:
-        destination = await create_destination(conn, scope, config={"url": f"{peer.url}/in"})
+        destination = await make_destination(conn, tenant, config={"url": f"{peer.url}/in"})
         async with dashboard_client(services) as client:
-            token = await sign_in(client, key)
+            token = await sign_in(client, tenant.key)
             response = await client.post(
                 f"/app/destinations/{destination}/test", data={"csrf": token}
             )

@@ -3,15 +3,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 
-from core.http.api_app import create_api_app
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.outbox import Tenant, api_key, make_delivery, make_destination, make_tenant
+from tests.support.api import api_client
+from tests.support.builders import Tenant, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status
 from tests.support.records import delivery
 from tests.support.settings import with_settings
@@ -19,18 +18,10 @@ from tests.support.settings import with_settings
 FAST = WorkerOptions(timeout=1, margin=0.1)
 
 
-def client(services: Services, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_api_app(services)),
-        base_url="http://test",
-        headers={"Authorization": f"Bearer {key}"},
-    )
-
-
 async def _dead_delivery(services: Services, conn: Conn, url: str) -> tuple[Tenant, str, str, str]:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": url})
-    sub, dlv = await make_delivery(conn, tenant, dst, rte, target={"url": url})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    sub, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": url})
     await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     return tenant, dst, sub, dlv
 
@@ -38,8 +29,7 @@ async def _dead_delivery(services: Services, conn: Conn, url: str) -> tuple[Tena
 async def test_deliveries_api__list_get_and_retry_by_hand(services: Services, conn: Conn) -> None:
     with receiver(status(404)) as peer:
         tenant, dst, sub, dlv = await _dead_delivery(services, conn, peer.url + "/h")
-        key = await api_key(conn, tenant)
-        async with client(services, key) as api:
+        async with api_client(services, tenant.key) as api:
             listed = (await api.get("/v1/deliveries", params={"status": "dead"})).json()
             assert [row["id"] for row in listed["data"]] == [dlv]
             row = listed["data"][0]
@@ -69,13 +59,15 @@ async def test_deliveries_api__list_get_and_retry_by_hand(services: Services, co
 
 
 async def test_deliveries_api__pagination(services: Services, conn: Conn) -> None:
-    tenant = await make_tenant(conn)
-    dst, rte = await make_destination(conn, tenant, config={"url": "http://127.0.0.1:9/"})
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/"})
     ids = [
-        (await make_delivery(conn, tenant, dst, rte, target={"url": "http://127.0.0.1:9/"}))[1]
+        (await make_delivery(conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/"}))[
+            1
+        ]
         for _ in range(5)
     ]
-    async with client(services, await api_key(conn, tenant)) as api:
+    async with api_client(services, tenant.key) as api:
         page = (await api.get("/v1/deliveries", params={"limit": 3})).json()
         rest = (
             await api.get("/v1/deliveries", params={"limit": 3, "cursor": page["next_cursor"]})
@@ -113,7 +105,7 @@ async def test_deliveries_api__retry_refused_changes_nothing(
         tenant, _dst, _sub, dlv = await _dead_delivery(services, conn, peer.url)
     await conn.execute(change)
     before = await delivery(conn, dlv)
-    async with client(services, await api_key(conn, tenant)) as api:
+    async with api_client(services, tenant.key) as api:
         answer = await api.post(f"/v1/deliveries/{dlv}/retry")
     assert answer.status_code == 409
     assert answer.headers["content-type"] == "application/problem+json"
@@ -128,7 +120,7 @@ async def test_deliveries_api__expired_lease_can_be_retried(services: Services, 
         "UPDATE deliveries SET status = 'sending', claim_token = gen_random_uuid(),"
         " claimed_until = now() - interval '1 minute'"
     )
-    async with client(services, await api_key(conn, tenant)) as api:
+    async with api_client(services, tenant.key) as api:
         answer = await api.post(f"/v1/deliveries/{dlv}/retry")
     assert answer.status_code == 200
     row = await delivery(conn, dlv)
@@ -140,8 +132,8 @@ async def test_deliveries_api__another_organizations_objects_are_404(
 ) -> None:
     with receiver(status(410)) as peer:
         _tenant, dst, _sub, dlv = await _dead_delivery(services, conn, peer.url)
-    other = await make_tenant(conn, name="Other")
-    async with client(services, await api_key(conn, other)) as api:
+    other, _ = await setup_form(conn, name="Other", plan="self_hosted", routes=0)
+    async with api_client(services, other.key) as api:
         assert (await api.get("/v1/deliveries")).json()["data"] == []
         for method, path in [
             ("GET", f"/v1/deliveries/{dlv}"),
@@ -154,7 +146,7 @@ async def test_deliveries_api__another_organizations_objects_are_404(
         assert alerts == {"data": [], "next_cursor": None}
     cur = await conn.execute("SELECT id FROM alerts")
     [alert] = await cur.fetchall()
-    async with client(services, await api_key(conn, other)) as api:
+    async with api_client(services, other.key) as api:
         answer = await api.post(f"/v1/alerts/{alert['id']}/ack")
     assert answer.status_code == 404
 
@@ -162,7 +154,7 @@ async def test_deliveries_api__another_organizations_objects_are_404(
 async def test_alerts_api__list_and_acknowledge(services: Services, conn: Conn) -> None:
     with receiver(status(410)) as peer:
         tenant, dst, _sub, dlv = await _dead_delivery(services, conn, peer.url)
-        async with client(services, await api_key(conn, tenant)) as api:
+        async with api_client(services, tenant.key) as api:
             [alert] = (await api.get("/v1/alerts")).json()["data"]
             assert (alert["kind"], alert["subject"], alert["status"], alert["occurrences"]) == (
                 "delivery.dead",
@@ -185,9 +177,9 @@ async def test_destination_test__sends_a_sample_and_stores_nothing(
     services: Services, conn: Conn
 ) -> None:
     with receiver() as peer:
-        tenant = await make_tenant(conn)
-        dst, _ = await make_destination(conn, tenant, config={"url": peer.url + "/t"})
-        async with client(services, await api_key(conn, tenant)) as api:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, _ = await make_route_to(conn, tenant, form, config={"url": peer.url + "/t"})
+        async with api_client(services, tenant.key) as api:
             answer = await api.post(f"/v1/destinations/{dst}/test")
             peer.respond = status(500)
             failed = await api.post(f"/v1/destinations/{dst}/test")
@@ -201,10 +193,9 @@ async def test_destination_test__sends_a_sample_and_stores_nothing(
 
 
 async def test_destination_test__refused_private_target(services: Services, conn: Conn) -> None:
-
     strict = with_settings(services, allow_private_targets=False)
-    tenant = await make_tenant(conn)
-    dst, _ = await make_destination(conn, tenant, config={"url": "https://127.0.0.1/t"})
-    async with client(strict, await api_key(conn, tenant)) as api:
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, _ = await make_route_to(conn, tenant, form, config={"url": "https://127.0.0.1/t"})
+    async with api_client(strict, tenant.key) as api:
         answer = await api.post(f"/v1/destinations/{dst}/test")
     assert answer.status_code == 422

@@ -12,22 +12,21 @@ from core.platform.services import Services
 from tests.support.api import (
     EMAIL,
     TELEGRAM,
-    TELEGRAM_TOKEN,
     WEBHOOK,
     Recorder,
     api_client,
     assert_problem,
     create,
     error_fields,
-    tenant,
 )
+from tests.support.builders import TELEGRAM_TOKEN, make_tenant
 
 MY_SECRET = "my-webhook-signing-secret-0123456789"
 ROTATED = "rotated-signing-secret-abcdefghijkl"
 
 
 async def test_destinations__webhook_crud_round_trip(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", WEBHOOK)
         assert made["id"].startswith("dst_")
@@ -67,7 +66,7 @@ async def test_destinations__webhook_crud_round_trip(services: Services, conn: C
 
 
 async def test_destinations__email_and_telegram_round_trip(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         email = await create(client, acme, "/v1/destinations", EMAIL)
         assert (email["secret_set"], email["secret_version"], email["secret"]) == (
@@ -90,7 +89,7 @@ async def test_destinations__email_and_telegram_round_trip(services: Services, c
 async def test_destinations__generated_webhook_secret_is_shown_once(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", WEBHOOK)
         secret = made["secret"]
@@ -107,7 +106,7 @@ async def test_destinations__generated_webhook_secret_is_shown_once(
 async def test_destinations__rotation_creates_version_2_and_version_1_stays_readable(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", {**WEBHOOK, "secret": MY_SECRET})
         rotated = await client.patch(
@@ -133,10 +132,10 @@ async def test_destinations__secrets_never_leave_in_responses_or_logs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     recorder = Recorder()
     turnstile = "0x4AAAAAAA-turnstile-secret-value"
-    async with api_client(services, recorder) as client:
+    async with api_client(services, recorder=recorder) as client:
         hook = await create(client, acme, "/v1/destinations", {**WEBHOOK, "secret": MY_SECRET})
         chat = await create(client, acme, "/v1/destinations", TELEGRAM)
         generated = (await create(client, acme, "/v1/destinations", WEBHOOK))["secret"]
@@ -252,7 +251,7 @@ async def test_destinations__invalid_is_422(
         settings=services.settings.with_values(allow_private_targets=False),
         db=services.db,
     )
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(strict) as client:
         response = await client.post("/v1/destinations", json=body, headers=acme.headers)
         assert field in error_fields(assert_problem(response, 422, code)), case
@@ -263,7 +262,7 @@ async def test_destinations__private_targets_allowed_when_configured(
     services: Services, conn: Conn
 ) -> None:
     assert services.settings.allow_private_targets
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     body = {**WEBHOOK, "config": {"url": "http://127.0.0.1:9000/hook"}}
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", body)
@@ -271,7 +270,7 @@ async def test_destinations__private_targets_allowed_when_configured(
 
 
 async def test_destinations__patch_validation(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", WEBHOOK)
         url = f"/v1/destinations/{made['id']}"
@@ -291,7 +290,7 @@ async def test_destinations__patch_validation(services: Services, conn: Conn) ->
 
 
 async def test_destinations__plan_limit_is_402(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn, plan="free")  # three destinations
+    acme = await make_tenant(conn, plan="free")  # three destinations
     async with api_client(services) as client:
         made = [await create(client, acme, "/v1/destinations", WEBHOOK) for _ in range(3)]
         refused = await client.post("/v1/destinations", json=EMAIL, headers=acme.headers)
@@ -301,7 +300,7 @@ async def test_destinations__plan_limit_is_402(services: Services, conn: Conn) -
 
 
 async def test_destinations__delete_removes_its_routes(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         dst = await create(client, acme, "/v1/destinations", WEBHOOK)

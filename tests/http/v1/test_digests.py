@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
-from tests.support.api import api_client, assert_problem, create, tenant
-from tests.support.outbox import WHSEC
+from tests.support.api import api_client, assert_problem, create
+from tests.support.builders import WEBHOOK_SECRET, make_tenant
 from tests.support.records import rows
 
 DAY1 = datetime(2027, 3, 1, tzinfo=UTC)
@@ -15,7 +15,7 @@ DAY1 = datetime(2027, 3, 1, tzinfo=UTC)
 async def test_digests__listed_per_route_newest_first_and_paginated(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn, plan="pro")
+    acme = await make_tenant(conn, plan="pro")
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "Contact"})
         hook = await create(
@@ -26,7 +26,7 @@ async def test_digests__listed_per_route_newest_first_and_paginated(
                 "type": "webhook",
                 "name": "Hook",
                 "config": {"url": "https://example.com/hook"},
-                "secret": WHSEC,
+                "secret": WEBHOOK_SECRET,
             },
         )
         route = await create(

@@ -5,7 +5,8 @@ import asyncio
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.platform.settings import load_settings
-from tests.support.api import EMAIL, api_client, assert_problem, create, tenant
+from tests.support.api import EMAIL, api_client, assert_problem, create
+from tests.support.builders import make_tenant
 
 
 async def test_errors__database_unreachable_is_503_with_retry_after() -> None:
@@ -25,7 +26,7 @@ async def test_errors__database_unreachable_is_503_with_retry_after() -> None:
 async def test_errors__unknown_path_method_and_malformed_json(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         unknown = await client.get("/v1/nothing-here", headers=acme.headers)
         wrong_method = await client.put("/v1/forms", json={}, headers=acme.headers)
@@ -44,7 +45,7 @@ async def test_errors__unknown_path_method_and_malformed_json(
 async def test_errors__concurrent_creations_cannot_overshoot_the_plan(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn, plan="free")  # three destinations
+    acme = await make_tenant(conn, plan="free")  # three destinations
     async with api_client(services) as client:
         await create(client, acme, "/v1/destinations", EMAIL)
         responses = await asyncio.gather(

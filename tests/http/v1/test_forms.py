@@ -6,7 +6,8 @@ import pytest
 
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import api_client, assert_problem, create, error_fields, tenant
+from tests.support.api import api_client, assert_problem, create, error_fields
+from tests.support.builders import make_tenant
 
 FULL_FORM: dict[str, Any] = {
     "name": "Contact",
@@ -26,7 +27,7 @@ FULL_FORM: dict[str, Any] = {
 
 
 async def test_forms__crud_round_trip(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", FULL_FORM)
         assert form["id"].startswith("frm_")
@@ -86,7 +87,7 @@ async def test_forms__crud_round_trip(services: Services, conn: Conn) -> None:
 
 
 async def test_forms__defaults_submit_url_and_snippet(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "Minimal"})
     assert form["accepting"] is True
@@ -103,7 +104,7 @@ async def test_forms__defaults_submit_url_and_snippet(services: Services, conn: 
 
 
 async def test_forms__snippet_has_file_inputs_and_multipart(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     body = {"name": "Jobs", "file_fields": {"cv": {"types": [".pdf"]}}}
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", body)
@@ -155,7 +156,7 @@ INVALID_FORMS: list[tuple[str, dict[str, Any], str]] = [
 async def test_forms__invalid_field_is_422(
     services: Services, conn: Conn, case: str, body: dict[str, Any], field: str
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     full = body if case.startswith("name") else {"name": "Contact", **body}
     async with api_client(services) as client:
         response = await client.post("/v1/forms", json=full, headers=acme.headers)
@@ -166,7 +167,7 @@ async def test_forms__invalid_field_is_422(
 
 
 async def test_forms__ack_email_needs_a_consent_field(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     body = {"name": "C", "ack_email": {"field": "email", "text": "Thanks"}}
     async with api_client(services) as client:
         response = await client.post("/v1/forms", json=body, headers=acme.headers)
@@ -177,7 +178,7 @@ async def test_forms__ack_email_needs_a_consent_field(services: Services, conn: 
 async def test_forms__ack_email_template_with_logic_is_422_invalid_template(
     services: Services, conn: Conn, text: str
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     body = {"name": "C", "consent_field": "ok", "ack_email": {"field": "email", "text": text}}
     async with api_client(services) as client:
         response = await client.post("/v1/forms", json=body, headers=acme.headers)
@@ -186,7 +187,7 @@ async def test_forms__ack_email_template_with_logic_is_422_invalid_template(
 
 
 async def test_forms__patch_validates_the_result(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         url = f"/v1/forms/{form['id']}"
@@ -213,7 +214,7 @@ async def test_forms__patch_validates_the_result(services: Services, conn: Conn)
 
 
 async def test_forms__plan_limit_is_402(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn, plan="free")  # three forms
+    acme = await make_tenant(conn, plan="free")  # three forms
     async with api_client(services) as client:
         made = [await create(client, acme, "/v1/forms", {"name": f"F{i}"}) for i in range(3)]
         refused = await client.post("/v1/forms", json={"name": "F4"}, headers=acme.headers)
@@ -226,7 +227,7 @@ async def test_forms__plan_limit_is_402(services: Services, conn: Conn) -> None:
 async def test_forms__pagination_walks_120_forms_without_gaps_or_repeats(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn, plan="self_hosted")
+    acme = await make_tenant(conn, plan="self_hosted")
     async with api_client(services) as client:
         made = [
             (await create(client, acme, "/v1/forms", {"name": f"Form {i}"}))["id"]
@@ -255,7 +256,7 @@ async def test_forms__pagination_walks_120_forms_without_gaps_or_repeats(
 async def test_forms__bad_page_parameters_are_422(
     services: Services, conn: Conn, params: dict[str, Any]
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         response = await client.get("/v1/forms", params=params, headers=acme.headers)
     problem = assert_problem(response, 422, "invalid_input")

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import api_client, assert_problem, create, tenant
+from tests.support.api import api_client, assert_problem, create
+from tests.support.builders import make_tenant
 
 
 async def test_keys__create_list_revoke_round_trip(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         created = await create(client, acme, "/v1/keys", {"name": "ci"})
         assert created["key"].startswith("pb_")
@@ -32,7 +33,7 @@ async def test_keys__create_list_revoke_round_trip(services: Services, conn: Con
 
 
 async def test_keys__revoked_key_is_401_on_the_next_request(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         created = await create(client, acme, "/v1/keys", {"name": "doomed"})
         own = {"Authorization": f"Bearer {created['key']}"}
@@ -45,7 +46,7 @@ async def test_keys__revoked_key_is_401_on_the_next_request(services: Services, 
 async def test_keys__missing_or_unknown_key_is_401_without_a_hint(
     services: Services, conn: Conn
 ) -> None:
-    await tenant(conn)
+    await make_tenant(conn)
     async with api_client(services) as client:
         missing = await client.get("/v1/forms")
         unknown = await client.get("/v1/forms", headers={"Authorization": "Bearer pb_nope"})
@@ -55,7 +56,7 @@ async def test_keys__missing_or_unknown_key_is_401_without_a_hint(
 
 
 async def test_keys__validation(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         for body in ({}, {"name": ""}, {"name": "x" * 201}, {"name": "ok", "scopes": ["all"]}):
             response = await client.post("/v1/keys", json=body, headers=acme.headers)

@@ -7,16 +7,8 @@ import pytest
 
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import (
-    EMAIL,
-    WEBHOOK,
-    Tenant,
-    api_client,
-    assert_problem,
-    create,
-    error_fields,
-    tenant,
-)
+from tests.support.api import EMAIL, WEBHOOK, api_client, assert_problem, create, error_fields
+from tests.support.builders import Tenant, make_tenant
 
 
 async def _form_and_email(client: httpx.AsyncClient, who: Tenant) -> tuple[str, str]:
@@ -26,7 +18,7 @@ async def _form_and_email(client: httpx.AsyncClient, who: Tenant) -> tuple[str, 
 
 
 async def test_routes__crud_round_trip(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form_id, email_id = await _form_and_email(client, acme)
         path = f"/v1/forms/{form_id}/routes"
@@ -77,7 +69,7 @@ async def test_routes__crud_round_trip(services: Services, conn: Conn) -> None:
 async def test_routes__one_live_route_per_form_and_destination(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form_id, email_id = await _form_and_email(client, acme)
         path = f"/v1/forms/{form_id}/routes"
@@ -114,7 +106,7 @@ INVALID_ROUTES: list[tuple[str, dict[str, Any], str, str]] = [
 async def test_routes__invalid_is_422(
     services: Services, conn: Conn, case: str, extra: dict[str, Any], code: str, field: str
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form_id, email_id = await _form_and_email(client, acme)
         path = f"/v1/forms/{form_id}/routes"
@@ -125,7 +117,7 @@ async def test_routes__invalid_is_422(
 
 
 async def test_routes__templates_do_not_apply_to_webhooks(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         hook = await create(client, acme, "/v1/destinations", WEBHOOK)
@@ -138,7 +130,7 @@ async def test_routes__templates_do_not_apply_to_webhooks(services: Services, co
 
 
 async def test_routes__patch_validates_the_result(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form_id, email_id = await _form_and_email(client, acme)
         route = await create(
@@ -162,7 +154,7 @@ async def test_routes__patch_validates_the_result(services: Services, conn: Conn
 async def test_routes__unknown_or_deleted_form_and_destination_are_404(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form_id, email_id = await _form_and_email(client, acme)
         path = f"/v1/forms/{form_id}/routes"

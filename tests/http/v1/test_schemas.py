@@ -6,14 +6,15 @@ import pytest
 
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import api_client, assert_problem, create, error_fields, tenant
+from tests.support.api import api_client, assert_problem, create, error_fields
+from tests.support.builders import make_tenant
 
 V1 = {"type": "object", "properties": {"email": {"type": "string"}}}
 V2 = {"type": "object", "required": ["email"], "properties": {"email": {"type": "string"}}}
 
 
 async def test_schemas__append_versions_and_list(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         path = f"/v1/forms/{form['id']}/schemas"
@@ -38,7 +39,7 @@ async def test_schemas__append_versions_and_list(services: Services, conn: Conn)
 
 
 async def test_schemas__versions_are_never_edited(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         path = f"/v1/forms/{form['id']}/schemas"
@@ -61,7 +62,7 @@ async def test_schemas__versions_are_never_edited(services: Services, conn: Conn
 async def test_schemas__invalid_json_schema_is_422_invalid_schema(
     services: Services, conn: Conn, schema: dict[str, Any], field: str
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         path = f"/v1/forms/{form['id']}/schemas"
@@ -71,7 +72,7 @@ async def test_schemas__invalid_json_schema_is_422_invalid_schema(
 
 
 async def test_schemas__too_large_is_422_invalid_schema(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     huge = {"description": "x" * 70_000}
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
@@ -87,7 +88,7 @@ async def test_schemas__too_large_is_422_invalid_schema(services: Services, conn
 async def test_schemas__malformed_body_is_422_invalid_input(
     services: Services, conn: Conn, body: dict[str, Any]
 ) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         response = await client.post(
@@ -97,7 +98,7 @@ async def test_schemas__malformed_body_is_422_invalid_input(
 
 
 async def test_schemas__deleted_form_is_404(services: Services, conn: Conn) -> None:
-    acme = await tenant(conn)
+    acme = await make_tenant(conn)
     async with api_client(services) as client:
         form = await create(client, acme, "/v1/forms", {"name": "C"})
         await client.delete(f"/v1/forms/{form['id']}", headers=acme.headers)

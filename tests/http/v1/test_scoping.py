@@ -16,16 +16,8 @@ from core.platform.db import Conn, Database
 from core.platform.ids import new_id
 from core.platform.services import Services
 from core.platform.settings import load_settings
-from tests.support.api import (
-    EMAIL,
-    WEBHOOK,
-    Tenant,
-    api_client,
-    assert_problem,
-    create,
-    served_operations,
-    tenant,
-)
+from tests.support.api import EMAIL, WEBHOOK, api_client, assert_problem, create, served_operations
+from tests.support.builders import Tenant, make_tenant
 from tests.support.submit import submit_client
 
 
@@ -174,8 +166,8 @@ def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
 async def test_scoping__another_organizations_objects_are_404(
     services: Services, conn: Conn, method: str, path: str
 ) -> None:
-    owner = await tenant(conn, name="Owner", plan="pro")
-    intruder = await tenant(conn, name="Intruder", plan="pro")
+    owner = await make_tenant(conn, name="Owner", plan="pro")
+    intruder = await make_tenant(conn, name="Intruder", plan="pro")
     async with api_client(services) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)
@@ -201,8 +193,8 @@ async def test_scoping__another_organizations_objects_are_404(
 async def test_scoping__a_route_to_another_organizations_destination_is_404(
     services: Services, conn: Conn
 ) -> None:
-    owner = await tenant(conn, name="Owner", plan="pro")
-    intruder = await tenant(conn, name="Intruder", plan="pro")
+    owner = await make_tenant(conn, name="Owner", plan="pro")
+    intruder = await make_tenant(conn, name="Intruder", plan="pro")
     async with api_client(services) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)

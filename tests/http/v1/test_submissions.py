@@ -7,8 +7,10 @@ from datetime import timedelta
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from tests.support.api import api_client
+from tests.support.builders import setup_form
 from tests.support.records import rows
-from tests.support.submit import api_client, setup_form, submit_client
+from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
@@ -24,12 +26,12 @@ async def _submit(services: Services, form: str, **kwargs: object) -> str:
 async def test_submissions__list_newest_first_filtered_and_paginated(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key, form = await setup_form(conn)
-    _s2, _k2, other_form = await setup_form(conn)  # another organization
+    tenant, form = await setup_form(conn)
+    _, other_form = await setup_form(conn)  # another organization
     receipts = [await _submit(services, form, data={"n": str(n)}) for n in range(5)]
     spam = await _submit(services, form, data={"n": "x", "_gotcha": "1"})
     await _submit(services, other_form, data={"n": "elsewhere"})
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         first = await api.get("/v1/submissions", params={"limit": 3})
         second = await api.get(
             "/v1/submissions", params={"limit": 3, "cursor": first.json()["next_cursor"]}
@@ -56,12 +58,12 @@ async def test_submissions__list_newest_first_filtered_and_paginated(
 async def test_submissions__get_with_values_and_redacted_delivery_lines(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key, form = await setup_form(conn, routes=1)
-    _s2, other_key, _f2 = await setup_form(conn)
+    tenant, form = await setup_form(conn, routes=1)
+    other, _ = await setup_form(conn)
     receipt = await _submit(services, form, data={"email": "a@example.com"})
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         detail = (await api.get(f"/v1/submissions/{receipt}")).json()
-    async with api_client(services, other_key) as api:
+    async with api_client(services, other.key) as api:
         foreign = await api.get(f"/v1/submissions/{receipt}")
     assert detail["values"] == {"email": "a@example.com"}
     assert detail["values_state"] == "present"
@@ -77,10 +79,10 @@ async def test_submissions__get_with_values_and_redacted_delivery_lines(
 async def test_submissions__expired_values_are_withheld_at_once(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key, form = await setup_form(conn)
+    tenant, form = await setup_form(conn)
     receipt = await _submit(services, form, data={"email": "a@example.com"})
     await conn.execute("UPDATE submissions SET erase_at = received_at WHERE id = %s", (receipt,))
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         detail = (await api.get(f"/v1/submissions/{receipt}")).json()
         csv_text = (await api.get("/v1/submissions/export.csv", params={"form": form})).text
     assert detail["values"] is None and detail["values_state"] == "expired"
@@ -89,7 +91,7 @@ async def test_submissions__expired_values_are_withheld_at_once(
 
 
 async def test_submissions__erase(services: Services, conn: Conn) -> None:
-    _scope, key, form = await setup_form(conn, routes=2)
+    tenant, form = await setup_form(conn, routes=2)
     receipt = await _submit(
         services,
         form,
@@ -101,7 +103,7 @@ async def test_submissions__erase(services: Services, conn: Conn) -> None:
         "UPDATE deliveries SET status = 'sent', attempts = 1, sent_at = now() WHERE id = %s",
         (sent,),
     )
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         erased = await api.post(f"/v1/submissions/{receipt}/erase")
         twice = await api.post(f"/v1/submissions/{receipt}/erase")
         missing = await api.post("/v1/submissions/sub_01jexampleexampleexample00/erase")
@@ -141,15 +143,15 @@ async def test_submissions__erase(services: Services, conn: Conn) -> None:
 async def test_submissions__export_csv_streams_formula_safe_cells(
     services: Services, conn: Conn
 ) -> None:
-    _scope, key, form = await setup_form(conn, rate_limit_max=100)
-    _s2, other_key, _f2 = await setup_form(conn)
+    tenant, form = await setup_form(conn, rate_limit_max=100)
+    other, _ = await setup_form(conn)
     first = await _submit(services, form, data={"name": "Ada", "note": "=HYPERLINK(1)"})
     second = await _submit(
         services, form, json={"name": "+Bob", "tags": ["a", "b"], "ok": True, "n": -3}
     )
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         response = await api.get("/v1/submissions/export.csv", params={"form": form})
-    async with api_client(services, other_key) as api:
+    async with api_client(services, other.key) as api:
         foreign = await api.get("/v1/submissions/export.csv", params={"form": form})
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/csv; charset=utf-8"
@@ -171,11 +173,11 @@ async def test_submissions__export_csv_streams_formula_safe_cells(
 
 
 async def test_events__ascending_after_an_id(services: Services, conn: Conn) -> None:
-    _scope, key, form = await setup_form(conn)
-    _s2, _k2, other_form = await setup_form(conn)
+    tenant, form = await setup_form(conn)
+    _, other_form = await setup_form(conn)
     receipts = [await _submit(services, form, data={"n": str(n)}) for n in range(3)]
     await _submit(services, other_form, data={"n": "elsewhere"})
-    async with api_client(services, key) as api:
+    async with api_client(services, tenant.key) as api:
         everything = (await api.get("/v1/events")).json()["data"]
         later = await api.get("/v1/events", params={"after": everything[0]["id"], "limit": 1})
     assert [e["subject"] for e in everything] == receipts

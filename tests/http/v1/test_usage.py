@@ -4,13 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import EMAIL, api_client, create, tenant
+from tests.support.api import EMAIL, api_client, create
+from tests.support.builders import make_tenant
 
 
 async def test_usage__plan_limits_and_this_months_counted_submissions(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn, plan="pro")
+    acme = await make_tenant(conn, plan="pro")
     now = datetime.now(UTC)
     this_month = now.date().replace(day=1)
     last_month = (this_month - timedelta(days=1)).replace(day=1)
@@ -42,7 +43,7 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
 async def test_usage__no_counter_yet_is_zero_and_self_hosted_is_unlimited(
     services: Services, conn: Conn
 ) -> None:
-    acme = await tenant(conn, plan="self_hosted")
+    acme = await make_tenant(conn, plan="self_hosted")
     async with api_client(services) as client:
         body = (await client.get("/v1/usage", headers=acme.headers)).json()
     assert (body["plan"], body["submissions"]) == ("self_hosted", 0)
