@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from core.destinations.ssrf import Resolver, system_resolver
+from core.destinations.text import digest_message
 from core.platform.vocabulary import DeliverySkipReason
 
 if TYPE_CHECKING:
@@ -182,9 +183,6 @@ class BaseAdapter(ABC):
         return self.redact(config) if self.secret_field else config.model_dump(mode="json")
 
     def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:
-        # Imported here: the message text is only needed where a digest is built.
-        from core.destinations.text import digest_message
-
         subject, text = digest_message(summary, form_name=form_name)
         return {**summary, "subject": subject, "text": text}
 
