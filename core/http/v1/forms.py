@@ -13,7 +13,14 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import forms
-from core.owner.form_settings import AckEmail, FileField, FormFields, FormPatch, RateLimit
+from core.owner.form_settings import (
+    AckEmail,
+    FileField,
+    FormFields,
+    FormPatch,
+    RateLimit,
+    fields_of,
+)
 from core.platform.settings import Settings
 from core.platform.vocabulary import SchemaMode
 
@@ -50,25 +57,16 @@ def submit_url(settings: Settings, form_id: str) -> str:
 
 def _form(row: Mapping[str, Any], settings: Settings) -> Form:
     url = submit_url(settings, row["id"])
-    return Form(
-        id=row["id"],
-        name=row["name"],
-        accepting=row["accepting"],
-        allowed_origins=row["allowed_origins"],
-        honeypot_field=row["honeypot_field"],
-        redirect_url=row["redirect_url"],
-        retention_days=row["retention_days"],
-        rate_limit=RateLimit(max=row["rate_limit_max"], per_seconds=row["rate_limit_per_seconds"]),
-        schema_mode=row["schema_mode"],
-        labels=row["labels"],
-        file_fields=row["file_fields"],
-        consent_field=row["consent_field"],
-        ack_email=row["ack_email"],
-        turnstile_enabled=row["turnstile_enabled"],
-        submit_url=url,
-        html_snippet=forms.html_snippet(row, url),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+    return Form.model_validate(
+        {
+            **fields_of(row),
+            "id": row["id"],
+            "turnstile_enabled": row["turnstile_enabled"],
+            "submit_url": url,
+            "html_snippet": forms.html_snippet(row, url),
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+        }
     )
 
 
