@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from core.destinations import sample
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
@@ -15,7 +16,6 @@ from core.http.dashboard.destination_fields import destination_form, posted_conf
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
-from core.outbox import deliveries
 from core.owner import destinations
 from core.platform.clock import utcnow
 from core.platform.errors import invalid_input
@@ -138,8 +138,8 @@ async def destination_test(
     destination_id: str,
 ) -> Response:
     async with services.db.scoped(session.scope) as conn:
-        found = await deliveries.destination_for_test(conn, session.scope, destination_id)
-    result = await deliveries.send_sample(
+        found = await sample.destination_for_test(conn, session.scope, destination_id)
+    result = await sample.send_sample(
         found, settings=services.settings, http=shared_client(), now=utcnow()
     )
     return await _destinations_page(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from core.destinations import sample
 from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
@@ -93,7 +94,7 @@ async def test_destination(
     """Send a sample submission through the destination now; the result is not stored."""
     # The send happens outside any transaction: the lookup's connection is released first.
     async with services.db.scoped(scope) as conn:
-        found = await deliveries.destination_for_test(conn, scope, destination_id)
-    return await deliveries.send_sample(
+        found = await sample.destination_for_test(conn, scope, destination_id)
+    return await sample.send_sample(
         found, settings=services.settings, http=shared_client(), now=now
     )
