@@ -9,8 +9,8 @@ from pinging; values and labels are escaped so they cannot format or hide text, 
 ones are cut with `…`.
 
 Answers: 204 (200 with `?wait=true`) is sent. A 429 carries a `Retry-After` header and a
-body `retry_after` in fractional seconds: the body's figure rounded up to whole seconds,
-as the header's is, sets the wait (the header alone when the body has none). 5xx is
+body `retry_after` in fractional seconds: the longer of the header and the body's figure
+(rounded up to whole seconds, as the header's is) sets the wait. 5xx is
 retried; another 4xx is dead at once, shown as Discord's `{"code", "message"}`
 (`http_404: 10015 Unknown Webhook`).
 """
