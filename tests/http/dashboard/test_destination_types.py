@@ -36,6 +36,20 @@ async def test_destination_form__offers_every_registered_type_and_config_field(
             assert f'name="{field}"' in page
 
 
+async def test_destination_form__an_unknown_type_is_refused_and_nothing_stored(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, tenant.key)
+        refused = await client.post(
+            "/app/destinations",
+            data={"csrf": token, "type": "fax", "name": "Fax", "chat_id": "-100123"},
+        )
+    assert refused.status_code == 422, refused.text
+    assert await rows(conn, "SELECT 1 FROM destinations") == []
+
+
 @pytest.mark.parametrize("kind", CHAT_TYPES)
 async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
     services: Services, conn: Conn, kind: str
