@@ -17,7 +17,7 @@ from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create, error_fields
 from tests.support.builders import (
-    make_delivery,
+    make_chat_delivery,
     make_route_to,
     make_submission,
     make_tenant,
@@ -48,27 +48,6 @@ def _embed(request: Request) -> dict[str, Any]:
 def _shown(text: str) -> str:
     """What Discord shows of escaped text: escapes dropped, the zero-width break unseen."""
     return re.sub(r"\\(.)", r"\1", text).replace("\u200b", "")
-
-
-async def _delivery(
-    conn: Conn, url: str, values: dict[str, Any], labels: dict[str, str] | None = None
-) -> tuple[str, str]:
-    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-    dst, rte = await make_route_to(
-        conn, tenant, form, type="discord", config={"url": redact_url(url)}, secrets=(url,)
-    )
-    return await make_delivery(
-        conn,
-        tenant,
-        form,
-        dst,
-        rte,
-        channel="discord",
-        target={"url": redact_url(url)},
-        values=values,
-        template={"labels": labels or {}, "field_order": list(values), "form_name": "Contact"},
-        max_attempts=8,
-    )
 
 
 async def test_discord__submission_end_to_end_through_v1(services: Services, conn: Conn) -> None:
@@ -170,8 +149,12 @@ async def test_discord__markup_and_mentions_in_values_and_labels_are_escaped(
     label = "# _Name_ > [x]"
     value = "**bold** ||hidden|| `code` ~~gone~~ [click](https://evil.example) @everyone @here <@1>"
     with receiver(status(204)) as peer:
-        _, dlv = await _delivery(
-            conn, peer.url + HOOK, {"name": value, "site": "https://a.example/x_y"}, {"name": label}
+        _, dlv = await make_chat_delivery(
+            conn,
+            "discord",
+            peer.url + HOOK,
+            {"name": value, "site": "https://a.example/x_y"},
+            labels={"name": label},
         )
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert (await delivery(conn, dlv))["status"] == "sent"
@@ -190,7 +173,7 @@ async def test_discord__long_values_are_cut_within_discords_limits(
 ) -> None:
     values = {"story": "x" * 5000, "name": "Ada", **{f"q{n}": "y" * 1500 for n in range(5)}}
     with receiver(status(204)) as peer:
-        _, dlv = await _delivery(conn, peer.url + HOOK, values)
+        _, dlv = await make_chat_delivery(conn, "discord", peer.url + HOOK, values)
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert (await delivery(conn, dlv))["status"] == "sent"
     embed = _embed(peer.requests[0])
@@ -239,7 +222,7 @@ async def test_discord__outcomes(
     detail: str,
 ) -> None:
     with receiver(answer) as peer:
-        _, dlv = await _delivery(conn, peer.url + HOOK, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "discord", peer.url + HOOK, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert len(peer.requests) == 1
     row = await delivery(conn, dlv)
@@ -249,7 +232,9 @@ async def test_discord__outcomes(
 
 
 async def test_discord__connection_error_is_retried(services: Services, conn: Conn) -> None:
-    _, dlv = await _delivery(conn, f"http://127.0.0.1:{closed_port()}{HOOK}", {"name": "Ada"})
+    _, dlv = await make_chat_delivery(
+        conn, "discord", f"http://127.0.0.1:{closed_port()}{HOOK}", {"name": "Ada"}
+    )
     await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "connection_error")
@@ -274,7 +259,7 @@ async def test_discord__429_waits_at_least_discords_hint(
     now = utcnow()
     answer = json.dumps(body).encode() if body else b"<html>rate limited</html>"
     with receiver(status(429, headers, answer)) as peer:
-        _, dlv = await _delivery(conn, peer.url + HOOK, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "discord", peer.url + HOOK, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "http_429")

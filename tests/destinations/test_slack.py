@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from core.destinations.chat import redact_url
 from core.destinations.slack import escaped_within
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
@@ -15,7 +14,11 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create
-from tests.support.builders import Tenant, make_delivery, make_route_to, make_tenant, setup_form
+from tests.support.builders import (
+    Tenant,
+    make_chat_delivery,
+    make_tenant,
+)
 from tests.support.peers import Answer, Request, closed_port, hang, receiver, status
 from tests.support.records import attempts, delivery, rows
 from tests.support.submit import submit_client
@@ -65,37 +68,10 @@ async def _submit(services: Services, form: str, data: dict[str, str]) -> str:
     return receipt
 
 
-async def _queued(
-    conn: Conn,
-    url: str,
-    values: dict[str, Any],
-    *,
-    template: dict[str, Any] | None = None,
-) -> tuple[str, str]:
-    """A Slack delivery as the submit path writes it: the redacted URL as its target, the
-    real one as secret version 1."""
-    shop, form = await setup_form(conn, plan="self_hosted", routes=0)
-    dst, rte = await make_route_to(
-        conn, shop, form, type="slack", config={"url": redact_url(url)}, secrets=(url,)
-    )
-    return await make_delivery(
-        conn,
-        shop,
-        form,
-        dst,
-        rte,
-        channel="slack",
-        target={"url": redact_url(url)},
-        values=values,
-        template=template or {"form_name": "Contact", "field_order": list(values)},
-        max_attempts=8,
-    )
-
-
 async def _sent_body(services: Services, conn: Conn, values: dict[str, Any], **kw: Any) -> Any:
     """Deliver one Slack message to a peer and return the JSON it received."""
     with receiver(slack_ok) as peer:
-        _, dlv = await _queued(conn, peer.url + HOOK, values, **kw)
+        _, dlv = await make_chat_delivery(conn, "slack", peer.url + HOOK, values, **kw)
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert (await delivery(conn, dlv))["status"] == "sent"
     [request] = peer.requests
@@ -294,7 +270,7 @@ async def test_slack__outcomes(
     detail: str,
 ) -> None:
     with receiver(answer) as peer:
-        _, dlv = await _queued(conn, peer.url + HOOK, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "slack", peer.url + HOOK, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"], row["attempts"]) == (expected, detail, 1)
@@ -304,7 +280,7 @@ async def test_slack__outcomes(
 async def test_slack__429_waits_for_retry_after(services: Services, conn: Conn) -> None:
     now = utcnow()
     with receiver(status(429, {"Retry-After": "1800"}, b"rate_limited")) as peer:
-        _, dlv = await _queued(conn, peer.url + HOOK, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "slack", peer.url + HOOK, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "http_429")
@@ -312,7 +288,9 @@ async def test_slack__429_waits_for_retry_after(services: Services, conn: Conn) 
 
 
 async def test_slack__a_connection_error_is_retried(services: Services, conn: Conn) -> None:
-    _, dlv = await _queued(conn, f"http://127.0.0.1:{closed_port()}{HOOK}", {"name": "Ada"})
+    _, dlv = await make_chat_delivery(
+        conn, "slack", f"http://127.0.0.1:{closed_port()}{HOOK}", {"name": "Ada"}
+    )
     await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "connection_error")

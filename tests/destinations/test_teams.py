@@ -15,7 +15,10 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import Recorder, api_client, assert_problem, create, error_fields
-from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
+from tests.support.builders import (
+    make_chat_delivery,
+    make_tenant,
+)
 from tests.support.peers import Request, closed_port, hang, receiver, status
 from tests.support.records import attempts, delivery
 from tests.support.submit import submit_client
@@ -157,33 +160,13 @@ async def test_teams__url_is_write_only_redacted_and_rotated_by_config(
     assert _texts(_card(second))[-1].startswith(f"Receipt {after} ")
 
 
-async def _teams_delivery(
-    conn: Conn, peer_url: str, values: dict[str, Any], labels: dict[str, str] | None = None
-) -> tuple[str, str]:
-    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-    target = {"url": f"{peer_url.split('/workflows')[0]}/workflows/…"}
-    dst, rte = await make_route_to(
-        conn, tenant, form, type="teams", config=target, secrets=(peer_url,)
-    )
-    return await make_delivery(
-        conn,
-        tenant,
-        form,
-        dst,
-        rte,
-        channel="teams",
-        target=target,
-        values=values,
-        template={"labels": labels or {}, "field_order": list(values), "form_name": "Contact"},
-        max_attempts=8,
-    )
-
-
 async def test_teams__markup_in_values_and_labels_is_escaped(
     services: Services, conn: Conn
 ) -> None:
     with receiver(ACCEPTED) as peer:
-        await _teams_delivery(conn, peer.url + TRIGGER, {"msg": MARKUP}, labels={"msg": MARKUP})
+        await make_chat_delivery(
+            conn, "teams", peer.url + TRIGGER, {"msg": MARKUP}, labels={"msg": MARKUP}
+        )
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     card = _card(peer.requests[0])
     [fact] = next(block["facts"] for block in card["body"] if block["type"] == "FactSet")
@@ -205,7 +188,9 @@ async def test_teams__value_over_the_limit_is_cut_and_delivered(
 ) -> None:
     long = "word " * 12_000
     with receiver(ACCEPTED) as peer:
-        _, dlv = await _teams_delivery(conn, peer.url + TRIGGER, {"name": "Ada", "essay": long})
+        _, dlv = await make_chat_delivery(
+            conn, "teams", peer.url + TRIGGER, {"name": "Ada", "essay": long}
+        )
         stats = await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     assert stats["sent"] == 1
     [request] = peer.requests
@@ -261,7 +246,7 @@ async def test_teams__answers_are_classified(
     services: Services, conn: Conn, case: str, respond: Any, outcome: str, detail: str
 ) -> None:
     with receiver(respond) as peer:
-        _, dlv = await _teams_delivery(conn, peer.url + TRIGGER, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "teams", peer.url + TRIGGER, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == (outcome, detail), case
@@ -274,7 +259,7 @@ async def test_teams__429_waits_for_retry_after(services: Services, conn: Conn) 
     now = utcnow()
     throttled = json.dumps({"error": {"code": "WorkflowRequestsThrottled"}}).encode()
     with receiver(status(429, {"Retry-After": "1800"}, throttled)) as peer:
-        _, dlv = await _teams_delivery(conn, peer.url + TRIGGER, {"name": "Ada"})
+        _, dlv = await make_chat_delivery(conn, "teams", peer.url + TRIGGER, {"name": "Ada"})
         await Deliverer(services, options=FAST).run_pass(now=now, budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "http_429")
@@ -282,7 +267,9 @@ async def test_teams__429_waits_for_retry_after(services: Services, conn: Conn) 
 
 
 async def test_teams__connection_refused_is_retried(services: Services, conn: Conn) -> None:
-    _, dlv = await _teams_delivery(conn, f"http://127.0.0.1:{closed_port()}{TRIGGER}", {"n": 1})
+    _, dlv = await make_chat_delivery(
+        conn, "teams", f"http://127.0.0.1:{closed_port()}{TRIGGER}", {"n": 1}
+    )
     await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
     row = await delivery(conn, dlv)
     assert (row["status"], row["last_detail"]) == ("failed", "connection_error")
@@ -291,7 +278,7 @@ async def test_teams__connection_refused_is_retried(services: Services, conn: Co
 async def test_teams__digest_is_one_card(services: Services, conn: Conn) -> None:
     day = datetime(2027, 3, 1, tzinfo=UTC)
     with receiver(ACCEPTED) as peer:
-        _, dlv = await _teams_delivery(conn, peer.url + TRIGGER, {"n": 0})
+        _, dlv = await make_chat_delivery(conn, "teams", peer.url + TRIGGER, {"n": 0})
         # The submission is the period's only one; its immediate delivery is not wanted.
         for sql in (
             "UPDATE routes SET mode = 'digest', period = 'daily', updated_at = %(at)s",

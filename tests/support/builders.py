@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core.destinations.chat import redact_url
+from core.destinations.registry import ADAPTERS
 from core.owner.organizations import create_api_key, create_organization
 from core.platform.db import Conn
 from core.platform.ids import new_id
@@ -280,4 +282,33 @@ async def make_deliveries(
         " jsonb_build_object('url', %(url)s::text), 1, %(due)s"
         " FROM generate_series(1, %(count)s) i",
         params,
+    )
+
+
+async def make_chat_delivery(
+    conn: Conn,
+    kind: str,
+    url: str,
+    values: dict[str, Any],
+    *,
+    labels: dict[str, str] | None = None,
+    template: dict[str, Any] | None = None,
+) -> tuple[str, str]:
+    """A delivery to a chat type (`kind`) as the submit path writes it: the redacted URL as
+    its target, the real one as secret version 1; returns (submission, delivery)."""
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    target = {"url": redact_url(url)}
+    dst, rte = await make_route_to(conn, tenant, form, type=kind, config=target, secrets=(url,))
+    return await make_delivery(
+        conn,
+        tenant,
+        form,
+        dst,
+        rte,
+        channel=kind,
+        target=target,
+        values=values,
+        template=template
+        or {"labels": labels or {}, "field_order": list(values), "form_name": "Contact"},
+        max_attempts=ADAPTERS[kind].max_attempts,
     )
