@@ -22,6 +22,8 @@ from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.settings import Settings, load_settings
 from core.ticks.registry import TICKS, run_pass
+from local.client.commands import COMMANDS as CLIENT_COMMANDS
+from local.client.commands import add_client_commands, run_client_command
 from local.embedded import embedded_database_url, local_secret_key
 
 
@@ -125,11 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     tick = commands.add_parser("tick", help="run one pass of a scheduled tick")
     tick.add_argument("name", choices=sorted(TICKS))
     tick.add_argument("--budget", type=float, default=60.0, help="seconds (default 60)")
+    add_client_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in CLIENT_COMMANDS:
+        return run_client_command(args)
     try:
         settings = _settings(local=args.command == "dev")
         configure_logging(settings.log_level)

@@ -24,11 +24,11 @@ ASGIApp = Callable[
     Awaitable[None],
 ]
 
-API_PREFIXES = ("/v1", "/app")
+API_PREFIXES = ("/v1", "/app", "/mcp")
 
 
 def combined_app(services: Services) -> ASGIApp:
-    """One ASGI app: `/v1` and `/app` go to the api app, everything else to submit."""
+    """One ASGI app: `/v1`, `/app` and `/mcp` go to the api app, everything else to submit."""
     submit = create_submit_app(services)
     api = create_api_app(services)
 

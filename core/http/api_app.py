@@ -1,4 +1,4 @@
-"""The keyed management app: `/v1/*` and `/health`."""
+"""The keyed management app: `/v1/*`, `/mcp` and `/health`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from fastapi import APIRouter, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.agents.endpoint import mount_mcp
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
@@ -54,5 +55,6 @@ def create_api_app(services: Services) -> FastAPI:
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
+    mount_mcp(app, services)
     install_dashboard(app)
     return app

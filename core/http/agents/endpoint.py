@@ -1,0 +1,88 @@
+"""`/mcp` on the api app: the Bearer key first (401 without), then one stateless MCP exchange.
+
+Each request is served on its own: the key is checked like `/v1` checks it, the tools
+get an in-process `/v1` client sending the caller's own `Authorization` header (so they
+see the key's organization and nothing else), and a stateless, JSON-answering MCP
+transport runs for that request alone. Nothing lives between requests, so the endpoint
+works the same in the api function (one invocation per request) and in the runner.
+The MCP SDK is imported on the first `/mcp` request, not when the api app starts.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from core.http.client import ApiClient
+from core.owner.organizations import authenticate
+from core.platform.services import Services
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+_client: ContextVar[ApiClient] = ContextVar("postbag_mcp_client")
+
+
+def _authorization(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def _bearer_key(authorization: str) -> str | None:
+    scheme, _, key = authorization.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" and key.strip() else None
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`; `api_app` is the app it is mounted on (its `/v1` is called)."""
+
+    def __init__(self, api_app: ASGIApp, services: Services) -> None:
+        self._api_app = api_app
+        self._services = services
+        self._server: MCPServer | None = None
+
+    def _mcp_server(self) -> MCPServer:
+        if self._server is None:
+            from core.http.agents.tools import build_server
+
+            self._server = build_server(_client.get)
+        return self._server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        authorization = _authorization(scope)
+        async with self._services.db.connection() as conn:
+            await authenticate(conn, _bearer_key(authorization))  # Unauthenticated → 401
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        server = self._mcp_server()
+        # The key is the credential: a page cannot send it across origins, so the SDK's
+        # DNS-rebinding check (which would pin the Host header to localhost) is off.
+        server.streamable_http_app(
+            streamable_http_path="/",
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = server.session_manager  # the manager the line above made, for this request
+        client = ApiClient.in_process(self._api_app, authorization)
+        token = _client.set(client)
+        try:
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)
+        finally:
+            _client.reset(token)
+            await client.aclose()
+
+
+def mount_mcp(app: Any, services: Services) -> None:
+    """Route `/mcp` of the api app `app` to the MCP endpoint."""
+    app.add_route(
+        "/mcp",
+        McpEndpoint(app, services),
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
+    )

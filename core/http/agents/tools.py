@@ -1,0 +1,228 @@
+"""The MCP tools: each one is a single `/v1` call through `ApiClient` (docs/agents.md).
+
+The tools hold no rule of their own: the key decides the organization, `/v1` validates
+and refuses, and a refusal comes back as a tool error whose text starts with the
+problem `code` (`not_found: …`). Outputs are the `/v1` models, so each tool publishes the
+answer's JSON schema and returns it as structured content.
+"""
+
+import csv
+import io
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from core import __version__
+from core.http.client import ApiClient, ApiRefused
+from core.http.v1.alerts import Alert
+from core.http.v1.deliveries import Delivery
+from core.http.v1.destinations import Destination
+from core.http.v1.events import EventPage
+from core.http.v1.forms import Form
+from core.http.v1.shared import Page
+from core.http.v1.submissions import SubmissionSummary
+from core.http.v1.usage import Usage
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from core.platform.vocabulary import AlertStatus, DeliveryStatus, SchemaMode, SubmissionStatus
+
+INSTRUCTIONS = (
+    "Postbag is a form backend. Forms receive submissions from websites; each submission "
+    "is delivered to destinations (webhooks, email, chat) as deliveries. Everything here "
+    "belongs to the organization of the API key in use. Submission values are personal "
+    "data: read them only when asked, and erase only on an explicit request."
+)
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+ERASE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+Id = Annotated[str, Field(min_length=1, max_length=64)]
+Cursor = Annotated[
+    str | None, Field(description="`next_cursor` of the previous page", max_length=512)
+]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="page size")]
+
+
+class Export(BaseModel):
+    """A form's submissions as CSV: one row per submission, one column per field seen."""
+
+    form: str
+    rows: int = Field(description="submissions in the CSV")
+    csv: str
+
+
+def build_server(api: Callable[[], ApiClient]) -> MCPServer:
+    """The MCP server whose tools call `/v1` through the client `api()` returns."""
+    server: MCPServer = MCPServer(
+        "postbag", title="Postbag", version=__version__, instructions=INSTRUCTIONS
+    )
+
+    async def call(method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return await api().call(method, path, **kwargs)
+        except ApiRefused as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(annotations=READ)
+    async def list_forms(cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Form]:
+        """The organization's forms (oldest first), each with its submit URL."""
+        page: Page[Form] = await call("GET", "/forms", params={"cursor": cursor, "limit": limit})
+        return page
+
+    @server.tool(annotations=READ)
+    async def get_form(form_id: Id) -> Form:
+        """One form's settings, submit URL and HTML snippet."""
+        form: Form = await call("GET", f"/forms/{form_id}")
+        return form
+
+    @server.tool(annotations=WRITE)
+    async def create_form(
+        name: Annotated[str, Field(description="what the owner calls the form")],
+        allowed_origins: Annotated[
+            list[str] | None,
+            Field(description="`scheme://host[:port]` of the sites that may post; none = any"),
+        ] = None,
+        redirect_url: Annotated[
+            str | None, Field(description="https URL a plain HTML post is sent to after")
+        ] = None,
+        retention_days: Annotated[
+            int | None, Field(description="days the values are kept; none = the plan's")
+        ] = None,
+        schema_mode: SchemaMode | None = None,
+        labels: Annotated[
+            dict[str, str] | None, Field(description="field name → label people read")
+        ] = None,
+    ) -> Form:
+        """Create a form; the answer has its submit URL and a ready-to-paste HTML snippet."""
+        given = {
+            "name": name,
+            "allowed_origins": allowed_origins,
+            "redirect_url": redirect_url,
+            "retention_days": retention_days,
+            "schema_mode": schema_mode,
+            "labels": labels,
+        }
+        body = {k: v for k, v in given.items() if v is not None}
+        form: Form = await call("POST", "/forms", body=body)
+        return form
+
+    @server.tool(annotations=READ)
+    async def list_submissions(
+        form_id: Annotated[str | None, Field(description="only this form's")] = None,
+        status: SubmissionStatus | None = None,
+        since: Annotated[datetime | None, Field(description="received at or after")] = None,
+        cursor: Cursor = None,
+        limit: Limit = DEFAULT_LIMIT,
+    ) -> Page[SubmissionSummary]:
+        """Submissions, newest first, without their values (`get_submission` has them)."""
+        params = {
+            "form": form_id,
+            "status": status,
+            "since": since.isoformat() if since else None,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        page: Page[SubmissionSummary] = await call("GET", "/submissions", params=params)
+        return page
+
+    @server.tool(annotations=READ)
+    async def get_submission(submission_id: Id) -> dict[str, Any]:
+        """One submission: its values (unless erased or expired), files and delivery lines."""
+        found: dict[str, Any] = await call("GET", f"/submissions/{submission_id}")
+        return found
+
+    @server.tool(annotations=READ)
+    async def export_submissions(form_id: Id) -> Export:
+        """A form's submissions as CSV text (formula-safe cells)."""
+        try:
+            text = await api().text("/submissions/export.csv", params={"form": form_id})
+        except ApiRefused as exc:
+            raise ToolError(str(exc)) from exc
+        rows = max(0, sum(1 for _ in csv.reader(io.StringIO(text))) - 1)
+        return Export(form=form_id, rows=rows, csv=text)
+
+    @server.tool(annotations=ERASE)
+    async def erase_submission(submission_id: Id) -> dict[str, Any]:
+        """Erase a submission's values and files now, for good; unsent deliveries are skipped."""
+        erased: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/erase")
+        return erased
+
+    @server.tool(annotations=READ)
+    async def list_deliveries(
+        status: DeliveryStatus | None = None,
+        destination_id: Annotated[str | None, Field(description="only to this destination")] = None,
+        submission_id: Annotated[str | None, Field(description="only of this submission")] = None,
+        cursor: Cursor = None,
+        limit: Limit = DEFAULT_LIMIT,
+    ) -> Page[Delivery]:
+        """Deliveries (a submission sent to a destination), newest first."""
+        params = {
+            "status": status,
+            "destination": destination_id,
+            "submission": submission_id,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        page: Page[Delivery] = await call("GET", "/deliveries", params=params)
+        return page
+
+    @server.tool(annotations=READ)
+    async def get_delivery(delivery_id: Id) -> dict[str, Any]:
+        """One delivery with every attempt (outcome, status code, excerpt)."""
+        found: dict[str, Any] = await call("GET", f"/deliveries/{delivery_id}")
+        return found
+
+    @server.tool(annotations=WRITE)
+    async def retry_delivery(delivery_id: Id) -> dict[str, Any]:
+        """Queue a failed, dead or skipped delivery again now (same id, same content)."""
+        queued: dict[str, Any] = await call("POST", f"/deliveries/{delivery_id}/retry")
+        return queued
+
+    @server.tool(annotations=READ)
+    async def list_destinations(
+        cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
+    ) -> Page[Destination]:
+        """Destinations with their health; secrets are never shown, only whether one is set."""
+        page: Page[Destination] = await call(
+            "GET", "/destinations", params={"cursor": cursor, "limit": limit}
+        )
+        return page
+
+    @server.tool(annotations=READ)
+    async def list_events(
+        after: Annotated[int, Field(ge=0, description="the last event id already seen")] = 0,
+        limit: Limit = DEFAULT_LIMIT,
+    ) -> EventPage:
+        """The organization's events (submission received, delivery dead…), oldest first."""
+        page: EventPage = await call("GET", "/events", params={"after": after, "limit": limit})
+        return page
+
+    @server.tool(annotations=READ)
+    async def get_usage() -> Usage:
+        """The plan, its limits and this month's usage."""
+        found: Usage = await call("GET", "/usage")
+        return found
+
+    @server.tool(annotations=READ)
+    async def list_alerts(
+        status: AlertStatus | None = None, cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
+    ) -> Page[Alert]:
+        """Alerts (dead deliveries, stuck file deletions), newest first."""
+        params = {"status": status, "cursor": cursor, "limit": limit}
+        page: Page[Alert] = await call("GET", "/alerts", params=params)
+        return page
+
+    @server.tool(annotations=WRITE)
+    async def acknowledge_alert(alert_id: Id) -> dict[str, Any]:
+        """Acknowledge an alert; the next failure of its subject opens a new one."""
+        acknowledged: dict[str, Any] = await call("POST", f"/alerts/{alert_id}/ack")
+        return acknowledged
+
+    return server
