@@ -1,0 +1,207 @@
+"""The MCP server through the real `mcp` client SDK, over HTTP (`/mcp`) and stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from tests.support.runner import World, seeded_world, submit
+
+READ_TOOLS = {
+    "list_forms",
+    "get_form",
+    "list_submissions",
+    "get_submission",
+    "export_submissions",
+    "list_deliveries",
+    "get_delivery",
+    "list_destinations",
+    "list_events",
+    "get_usage",
+    "list_alerts",
+}
+WRITE_TOOLS = {"create_form", "erase_submission", "retry_delivery", "acknowledge_alert"}
+
+
+@pytest.fixture(scope="module")
+def world(
+    admin_url: str, template_name: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    with seeded_world(admin_url, template_name, tmp_path_factory.mktemp("mcp")) as found:
+        yield found
+
+
+@asynccontextmanager
+async def over_http(world: World, key: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http,
+        Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def test_mcp_http__initialises_and_lists_the_tools_with_schemas_and_hints(
+    world: World,
+) -> None:
+    async with over_http(world, world.acme.key) as client:
+        assert client.server_info is not None and client.server_info.name == "postbag"
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    for name in READ_TOOLS:
+        assert tools[name].annotations is not None
+        assert tools[name].annotations.read_only_hint is True, name
+    for name in WRITE_TOOLS:
+        assert tools[name].annotations is not None
+        assert tools[name].annotations.read_only_hint is False, name
+        assert tools[name].annotations.destructive_hint is (name == "erase_submission"), name
+    listing = tools["list_submissions"]
+    assert {"form_id", "status", "since", "cursor", "limit"} <= set(
+        listing.input_schema["properties"]
+    )
+    assert listing.output_schema is not None
+    assert {"data", "next_cursor"} <= set(listing.output_schema["properties"])
+    assert tools["get_form"].input_schema["required"] == ["form_id"]
+
+
+async def test_mcp_http__read_tools_answer_from_the_api(world: World) -> None:
+    async with over_http(world, world.acme.key) as client:
+        listed = await call(client, "list_submissions", form_id=world.form)
+        found = await call(client, "get_submission", submission_id=world.submission)
+        deliveries = await call(client, "list_deliveries", status="dead")
+        usage = await call(client, "get_usage")
+        events = await call(client, "list_events")
+        exported = await call(client, "export_submissions", form_id=world.form)
+        destinations = await call(client, "list_destinations")
+    assert [row["id"] for row in listed["data"]] == [world.submission]
+    assert found["values"] == {"email": "ada@example.com", "message": "Hello"}
+    assert [line["id"] for line in found["deliveries"]] == [world.delivery]
+    assert [row["id"] for row in deliveries["data"]] == [world.delivery]
+    assert usage["plan"] == "pro"
+    assert "submission.received" in {event["type"] for event in events["data"]}
+    assert exported["rows"] == 1 and "ada@example.com" in exported["csv"]
+    assert [row["secret_set"] for row in destinations["data"]] == [True]
+    assert "whsec_" not in str(destinations)
+
+
+async def test_mcp_http__write_tools_create_a_form_and_retry_a_delivery(world: World) -> None:
+    async with over_http(world, world.acme.key) as client:
+        created = await call(
+            client, "create_form", name="Newsletter", allowed_origins=["https://acme.example"]
+        )
+        retried = await call(client, "retry_delivery", delivery_id=world.delivery)
+    assert created["submit_url"].endswith(f"/s/{created['id']}")
+    assert f'action="{created["submit_url"]}"' in created["html_snippet"]
+    assert retried["status"] == "pending"
+    form = httpx.get(
+        f"{world.url}/v1/forms/{created['id']}", headers=world.acme.headers, timeout=10
+    )
+    assert form.json()["allowed_origins"] == ["https://acme.example"]
+
+
+async def test_mcp_http__api_refusals_are_tool_errors_carrying_the_problem_code(
+    world: World,
+) -> None:
+    async with over_http(world, world.acme.key) as client:
+        missing = await client.call_tool("get_form", {"form_id": "frm_missing"})
+        invalid = await client.call_tool(
+            "create_form", {"name": "Bad", "allowed_origins": ["not an origin"]}
+        )
+    assert missing.is_error and "not_found:" in text_of(missing)
+    assert invalid.is_error and "invalid_input:" in text_of(invalid)
+    assert "allowed_origins" in text_of(invalid)
+
+
+async def test_mcp_http__a_second_organization_sees_nothing_of_the_first(world: World) -> None:
+    async with over_http(world, world.other.key) as client:
+        forms = await call(client, "list_forms")
+        submissions = await call(client, "list_submissions")
+        deliveries = await call(client, "list_deliveries")
+        events = await call(client, "list_events")
+        theirs = await client.call_tool("get_submission", {"submission_id": world.submission})
+        erase = await client.call_tool("erase_submission", {"submission_id": world.submission})
+    assert forms["data"] == submissions["data"] == deliveries["data"] == events["data"] == []
+    assert theirs.is_error and "not_found:" in text_of(theirs)
+    assert erase.is_error and "not_found:" in text_of(erase)
+    still = httpx.get(
+        f"{world.url}/v1/submissions/{world.submission}", headers=world.acme.headers, timeout=10
+    )
+    assert still.json()["values_state"] == "present"
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer pb_unknown", "Basic YTpi"])
+def test_mcp_http__without_a_live_key_is_401(world: World, authorization: str | None) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization:
+        headers["Authorization"] = authorization
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    answer = httpx.post(f"{world.url}/mcp", json=initialize, headers=headers, timeout=10)
+    assert answer.status_code == 401
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["code"] == "unauthenticated"
+
+
+async def test_mcp_http__the_sdk_client_without_a_key_cannot_connect(world: World) -> None:
+    with pytest.raises(BaseExceptionGroup) as refused:
+        async with httpx2.AsyncClient() as http:
+            async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)):
+                pass
+    assert refused.group_contains(MCPError)
+
+
+async def test_mcp_http__erase_erases_the_values(world: World) -> None:
+    receipt = submit(world.url, world.form, {"email": "grace@example.com", "message": "Bye"})
+    async with over_http(world, world.acme.key) as client:
+        erased = await call(client, "erase_submission", submission_id=receipt)
+        after = await call(client, "get_submission", submission_id=receipt)
+    assert erased["values_state"] == "erased" and erased["values"] is None
+    assert after["erased_at"] is not None and after["values"] is None
+    exported = httpx.get(
+        f"{world.url}/v1/submissions/export.csv",
+        params={"form": world.form},
+        headers=world.acme.headers,
+        timeout=10,
+    )
+    assert "grace@example.com" not in exported.text
+
+
+@pytest.mark.slow
+async def test_mcp_stdio__postbag_mcp_serves_the_tools_as_a_client_of_the_url(
+    world: World,
+) -> None:
+    env = {"POSTBAG_API_URL": world.url, "POSTBAG_API_KEY": world.acme.key}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    server = StdioServerParameters(command=sys.executable, args=["-m", "local.cli", "mcp"], env=env)
+    async with Client(server) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        listed = await call(client, "list_submissions", form_id=world.form)
+        created = await call(client, "create_form", name="From stdio")
+        missing = await client.call_tool("get_delivery", {"delivery_id": "dlv_missing"})
+    assert tools == READ_TOOLS | WRITE_TOOLS
+    assert world.submission in [row["id"] for row in listed["data"]]
+    assert missing.is_error and "not_found:" in text_of(missing)
+    form = httpx.get(
+        f"{world.url}/v1/forms/{created['id']}", headers=world.acme.headers, timeout=10
+    )
+    assert form.json()["name"] == "From stdio"
