@@ -42,6 +42,7 @@ def serving(db_url: str, tmp_path: Path) -> Iterator[str]:
                 lifespan="off",
                 log_config=None,
                 access_log=False,
+                timeout_graceful_shutdown=1,
             )
             server = uvicorn.Server(config)
             servers.append(server)
