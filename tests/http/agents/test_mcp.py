@@ -42,10 +42,10 @@ def world(
 
 
 @asynccontextmanager
-async def over_http(world: World, key: str) -> AsyncIterator[Client]:
+async def over_http(world: World, key: str, mode: str = "auto") -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http,
-        Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client,
+        Client(streamable_http_client(f"{world.url}/mcp", http_client=http), mode=mode) as client,
     ):
         yield client
 
@@ -61,12 +61,15 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return result.structured_content
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28, and the initialize handshake
 async def test_mcp_http__initialises_and_lists_the_tools_with_schemas_and_hints(
-    world: World,
+    world: World, mode: str
 ) -> None:
-    async with over_http(world, world.acme.key) as client:
+    async with over_http(world, world.acme.key, mode) as client:
         assert client.server_info is not None and client.server_info.name == "postbag"
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        usage = await call(client, "get_usage")
+    assert usage["plan"] == "pro"
     assert set(tools) == READ_TOOLS | WRITE_TOOLS
     for name in READ_TOOLS:
         assert tools[name].annotations is not None
