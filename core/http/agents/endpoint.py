@@ -10,6 +10,7 @@ The MCP SDK is imported on the first `/mcp` request, not when the api app starts
 
 from __future__ import annotations
 
+import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,8 @@ class McpEndpoint:
             from core.http.agents.tools import build_server
 
             self._server = build_server(_client.get)
+            # The SDK logs its manager's start and stop at INFO: twice per request here.
+            logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
         return self._server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -15,7 +18,12 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from core.platform.db import Conn
+from tests.support.builders import make_tenant
+from tests.support.cli import subprocess_env
+from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.runner import World, seeded_world, submit
+from tests.support.settings import TEST_SECRET_KEY
 
 READ_TOOLS = {
     "list_forms",
@@ -208,3 +216,59 @@ async def test_mcp_stdio__postbag_mcp_serves_the_tools_as_a_client_of_the_url(
         f"{world.url}/v1/forms/{created['id']}", headers=world.acme.headers, timeout=10
     )
     assert form.json()["name"] == "From stdio"
+
+
+def _mcp_event(body: dict[str, Any], authorization: str | None) -> dict[str, Any]:
+    event = load_event("function_url_post_json.json")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/mcp"
+    headers = {k: v for k, v in event["headers"].items() if k not in {"origin", "idempotency-key"}}
+    headers["accept"] = "application/json, text/event-stream"
+    headers["mcp-protocol-version"] = "2025-11-25"
+    if authorization:
+        headers["authorization"] = authorization
+    event["headers"] = headers
+    event["body"] = json.dumps(body)
+    headers["content-length"] = str(len(event["body"]))
+    return event
+
+
+async def test_mcp_on_the_api_function__a_tool_call_per_invocation_and_401_without_a_key(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await make_tenant(conn, plan="team")
+    call_usage = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "get_usage", "arguments": {}},
+    }
+    answered, refused = invoke(
+        "api",
+        [_mcp_event(call_usage, f"Bearer {tenant.key}"), _mcp_event(call_usage, None)],
+        FakeContext(),
+        monkeypatch,
+        POSTBAG_DATABASE_URL=db_url,
+        POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+    )
+    assert answered["statusCode"] == 200, answered
+    result = json.loads(answered["body"])["result"]
+    assert result["structuredContent"]["plan"] == "team" and not result.get("isError")
+    assert refused["statusCode"] == 401
+    body = base64.b64decode(refused["body"]) if refused["isBase64Encoded"] else refused["body"]
+    assert json.loads(body)["code"] == "unauthenticated"
+
+
+@pytest.mark.slow
+def test_api_function__cold_import_leaves_the_mcp_sdk_for_the_first_mcp_request(
+    db_url: str,
+) -> None:
+    code = "import sys, handlers.api; print('mcp' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip() == "False"
