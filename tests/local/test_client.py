@@ -124,13 +124,16 @@ def test_deliveries__list_show_retry(as_acme: World, capsys: pytest.CaptureFixtu
 
 
 def test_a_refusal_exits_1_with_the_problem_code_and_detail(
-    as_acme: World, capsys: pytest.CaptureFixture[str]
+    as_acme: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run(capsys, "forms", "show", "frm_missing")
     assert (code, out) == (1, "")
     assert err.strip() == "postbag: not_found: no form frm_missing"
     code, _, err = run(capsys, "forms", "create", "--name", "X", "--origin", "nope")
     assert code == 1 and err.startswith("postbag: invalid_input:") and "allowed_origins" in err
+    monkeypatch.setenv("POSTBAG_API_URL", "http://127.0.0.1:1")  # nothing listens there
+    code, _, err = run(capsys, "forms", "list")
+    assert code == 1 and err.startswith("postbag: unreachable: http://127.0.0.1:1")
 
 
 def test_usage_errors_exit_2(

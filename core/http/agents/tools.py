@@ -73,14 +73,14 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
     @server.tool(annotations=READ)
     async def list_forms(cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Form]:
         """The organization's forms (oldest first), each with its submit URL."""
-        page: Page[Form] = await call("GET", "/forms", params={"cursor": cursor, "limit": limit})
-        return page
+        return Page[Form].model_validate(
+            await call("GET", "/forms", params={"cursor": cursor, "limit": limit})
+        )
 
     @server.tool(annotations=READ)
     async def get_form(form_id: Id) -> Form:
         """One form's settings, submit URL and HTML snippet."""
-        form: Form = await call("GET", f"/forms/{form_id}")
-        return form
+        return Form.model_validate(await call("GET", f"/forms/{form_id}"))
 
     @server.tool(annotations=WRITE)
     async def create_form(
@@ -110,8 +110,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             "labels": labels,
         }
         body = {k: v for k, v in given.items() if v is not None}
-        form: Form = await call("POST", "/forms", body=body)
-        return form
+        return Form.model_validate(await call("POST", "/forms", body=body))
 
     @server.tool(annotations=READ)
     async def list_submissions(
@@ -129,8 +128,9 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             "cursor": cursor,
             "limit": limit,
         }
-        page: Page[SubmissionSummary] = await call("GET", "/submissions", params=params)
-        return page
+        return Page[SubmissionSummary].model_validate(
+            await call("GET", "/submissions", params=params)
+        )
 
     @server.tool(annotations=READ)
     async def get_submission(submission_id: Id) -> dict[str, Any]:
@@ -170,8 +170,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             "cursor": cursor,
             "limit": limit,
         }
-        page: Page[Delivery] = await call("GET", "/deliveries", params=params)
-        return page
+        return Page[Delivery].model_validate(await call("GET", "/deliveries", params=params))
 
     @server.tool(annotations=READ)
     async def get_delivery(delivery_id: Id) -> dict[str, Any]:
@@ -190,10 +189,9 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
     ) -> Page[Destination]:
         """Destinations with their health; secrets are never shown, only whether one is set."""
-        page: Page[Destination] = await call(
-            "GET", "/destinations", params={"cursor": cursor, "limit": limit}
+        return Page[Destination].model_validate(
+            await call("GET", "/destinations", params={"cursor": cursor, "limit": limit})
         )
-        return page
 
     @server.tool(annotations=READ)
     async def list_events(
@@ -201,14 +199,14 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         limit: Limit = DEFAULT_LIMIT,
     ) -> EventPage:
         """The organization's events (submission received, delivery dead…), oldest first."""
-        page: EventPage = await call("GET", "/events", params={"after": after, "limit": limit})
-        return page
+        return EventPage.model_validate(
+            await call("GET", "/events", params={"after": after, "limit": limit})
+        )
 
     @server.tool(annotations=READ)
     async def get_usage() -> Usage:
         """The plan, its limits and this month's usage."""
-        found: Usage = await call("GET", "/usage")
-        return found
+        return Usage.model_validate(await call("GET", "/usage"))
 
     @server.tool(annotations=READ)
     async def list_alerts(
@@ -216,8 +214,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
     ) -> Page[Alert]:
         """Alerts (dead deliveries, stuck file deletions), newest first."""
         params = {"status": status, "cursor": cursor, "limit": limit}
-        page: Page[Alert] = await call("GET", "/alerts", params=params)
-        return page
+        return Page[Alert].model_validate(await call("GET", "/alerts", params=params))
 
     @server.tool(annotations=WRITE)
     async def acknowledge_alert(alert_id: Id) -> dict[str, Any]:
