@@ -1,7 +1,7 @@
 """The client commands: each is `/v1` calls through `ApiClient`, printed as a table or JSON.
 
 Exit codes: 0 done, 1 the API refused (its problem `code` and `detail` on stderr), 2 a
-usage error (argparse's own, or no login to use).
+usage error (argparse's own, no login to use, or an erase not confirmed).
 """
 
 from __future__ import annotations
@@ -122,7 +122,21 @@ async def submissions_export(api: ApiClient, args: argparse.Namespace) -> Printe
     return Printed({"form": args.form, "csv": text}, text.rstrip("\r\n"))
 
 
+class NotConfirmed(Exception):
+    """A destructive command was neither confirmed at the terminal nor given `--yes`."""
+
+
+def _confirm(question: str, *, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise NotConfirmed(f"{question} Pass --yes to confirm without a terminal.")
+    if input(f"{question} [y/N] ").strip().lower() not in {"y", "yes"}:
+        raise NotConfirmed("not confirmed; nothing was erased")
+
+
 async def submissions_erase(api: ApiClient, args: argparse.Namespace) -> Printed:
+    _confirm(f"Erase the values and files of {args.id} for good?", yes=args.yes)
     found = await api.call("POST", f"/submissions/{args.id}/erase")
     return Printed(found, f"erased {found['id']}\n\n" + _submission_text(found))
 
@@ -229,7 +243,7 @@ def run_client_command(args: argparse.Namespace) -> int:
                 return await run(api, args)
 
         printed = asyncio.run(main())
-    except NotLoggedIn as exc:
+    except (NotLoggedIn, NotConfirmed) as exc:
         print(f"postbag: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except ApiRefused as exc:
@@ -287,7 +301,9 @@ def add_client_commands(commands: Any) -> None:
     export = leaf(group, "export", submissions_export, "a form's submissions as CSV")
     export.add_argument("--form", required=True)
     export.add_argument("--output", "-o", help="write the CSV to this file")
-    leaf(group, "erase", submissions_erase, "erase values and files now").add_argument("id")
+    erase = leaf(group, "erase", submissions_erase, "erase values and files now, for good")
+    erase.add_argument("id")
+    erase.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     dels = commands.add_parser("deliveries", help="list, show and retry deliveries")
     group = dels.add_subparsers(dest="action", required=True)

@@ -101,12 +101,16 @@ def test_submissions__list_show_export_erase(
     code, table, _ = run(capsys, "submissions", "show", world.submission)
     exported = run_json(capsys, "submissions", "export", "--form", world.form)
     code_csv, csv_text, _ = run(capsys, "submissions", "export", "--form", world.form)
-    erased = run_json(capsys, "submissions", "erase", receipt)
+    unconfirmed = run(capsys, "submissions", "erase", receipt)  # no terminal, no --yes
+    still = run_json(capsys, "submissions", "show", receipt)
+    erased = run_json(capsys, "submissions", "erase", receipt, "--yes")
     assert {row["id"] for row in listed["data"]} >= {world.submission, receipt}
     assert shown["values"] == {"email": "ada@example.com", "message": "Hello"}
     assert code == 0 and "ada@example.com" in table and world.delivery in table
     assert "grace@example.com" in exported["csv"]
     assert code_csv == 0 and csv_text.splitlines()[0].startswith("receipt,")
+    assert unconfirmed[0] == 2 and "--yes" in unconfirmed[2]
+    assert still["values_state"] == "present"
     assert erased["values_state"] == "erased" and erased["values"] is None
     assert run_json(capsys, "submissions", "show", receipt)["values"] is None
 
