@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from fastapi import FastAPI
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.client import ApiClient
@@ -70,7 +72,10 @@ class McpEndpoint:
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        manager = server.session_manager  # the manager the line above made, for this request
+        # A manager of this request's own (the one the line above made): its task group
+        # lives only while this request is served, so `/mcp` needs no lifespan, which
+        # neither the api function nor the runner runs.
+        manager = server.session_manager
         client = ApiClient.in_process(self._api_app, authorization)
         token = _client.set(client)
         try:
@@ -81,11 +86,9 @@ class McpEndpoint:
             await client.aclose()
 
 
-def mount_mcp(app: Any, services: Services) -> None:
+def mount_mcp(app: FastAPI, services: Services) -> None:
     """Route `/mcp` of the api app `app` to the MCP endpoint."""
-    app.add_route(
-        "/mcp",
-        McpEndpoint(app, services),
-        methods=["GET", "POST", "DELETE"],
-        include_in_schema=False,
+    endpoint = McpEndpoint(app, services)  # an ASGI app: Starlette hands it the raw request
+    app.router.routes.append(
+        Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )
