@@ -10,12 +10,15 @@ WIDEST_CELL = 60
 
 
 def cell(value: Any) -> str:
-    """One value as a table cell: `-` for none, yes/no, compact JSON for structures."""
-    if value is None:
+    """One value as a table cell: `-` for none or empty, yes/no, lists of words joined by
+    commas, compact JSON for other structures."""
+    if value is None or value == [] or value == {}:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, dict | list):
+    if isinstance(value, list) and all(isinstance(item, str | int) for item in value):
+        text = ", ".join(str(item) for item in value)
+    elif isinstance(value, dict | list):
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     else:
         text = str(value)
