@@ -1,7 +1,9 @@
 """Writing a submission's attachments to storage, before its transaction.
 
 Each key is recorded in `stored_objects` before its bytes are written, so a submit that
-fails after the upload leaves a row retention can find and delete, never an orphan.
+fails after the upload leaves a row retention can find and delete, never an orphan. The
+bytes are counted against the plan's monthly attachment bytes in the same transaction,
+and refused (nothing written) when they would exceed it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 from core.intake.attachments import CheckedFile
 from core.intake.form import Form
+from core.owner.plans import PLANS
+from core.owner.usage import reserve_attachment_bytes
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.services import Services
@@ -37,7 +41,14 @@ async def store_files(
                 "storage_key": f"{form.organization_id}/{submission_id}/{attachment_id}",
             }
         )
-    async with services.db.connection() as conn:
+    async with services.db.transaction() as conn:
+        await reserve_attachment_bytes(
+            conn,
+            organization_id=form.organization_id,
+            plan=PLANS[form.plan],
+            size=sum(checked.upload.size for checked in files),
+            now=now,
+        )
         await conn.execute(
             queries["insert_stored_objects"],
             {

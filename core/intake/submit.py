@@ -115,7 +115,9 @@ async def _submit_parsed(
     )
     flags = (["test"] if test else []) + (["over_quota"] if over_quota else [])
     submission_id = new_id("sub")
-    attachments = await store_files(services, form, submission_id, files, now)
+    # Honeypot spam keeps its values for review, never its files.
+    kept = files if decision.status != "spam" else []
+    attachments = await store_files(services, form, submission_id, kept, now)
     meta = request_meta(
         origin=request.origin,
         referrer=request.referrer,
@@ -125,7 +127,7 @@ async def _submit_parsed(
     deliveries = route_deliveries(form, values, decision.status)
     events = submission_events(form, decision, flags)
     ack = acknowledgement(form, values, decision.status)
-    retention = form.retention_days if form.retention_days is not None else plan.retention_days
+    retention = plan.retention_for(decision.status, form.retention_days)
     params = {
         "id": submission_id,
         "organization_id": form.organization_id,

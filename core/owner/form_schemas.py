@@ -10,6 +10,7 @@ from jsonschema.exceptions import SchemaError
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.owner.usage import reserve_schema_version
 from core.platform.db import Conn
 from core.platform.errors import InvalidSchema, NotFound
 from core.platform.queries import queries
@@ -65,10 +66,14 @@ async def _lock_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
 async def add_schema(
     conn: Conn, scope: OrgScope, *, form_id: str, schema: dict[str, Any]
 ) -> dict[str, Any]:
-    """Append the form's next schema version (source `manual`); versions are never edited."""
+    """Append the form's next schema version (source `manual`); versions are never edited.
+
+    Refused with PlanLimitReached once the form has the plan's number of versions.
+    """
     check_schema(schema)
     # The form's row lock serialises appends, so two at once get versions n+1 and n+2.
     await _lock_live_form(conn, scope, form_id)
+    await reserve_schema_version(conn, scope, form_id=form_id)
     cur = await conn.execute(
         queries["insert_form_schema"],
         {"organization_id": scope.organization_id, "form_id": form_id, "schema": Jsonb(schema)},

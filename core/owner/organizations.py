@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from core.owner.plans import PLAN_NAMES
+from core.owner.usage import reserve
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, NotFound, Unauthenticated
 from core.platform.ids import new_id
@@ -64,7 +65,11 @@ async def set_plan(conn: Conn, *, organization_id: str, plan: str) -> None:
 
 @scoped
 async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
-    """Make a key for the organization; the secret is returned here and never again."""
+    """Make a key for the organization; the secret is returned here and never again.
+
+    Refused with PlanLimitReached past the plan's live keys (revoked ones do not count).
+    """
+    await reserve(conn, scope, kind="api_keys")
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     row = await (
         await conn.execute(

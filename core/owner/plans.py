@@ -1,4 +1,4 @@
-"""The plan table: the one place that says what each plan allows."""
+"""The plan table: the one place that says what each plan allows (docs/api.md#usage)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,13 @@ from typing import Literal, get_args
 
 PlanName = Literal["free", "pro", "team", "self_hosted"]
 PLAN_NAMES: tuple[str, ...] = get_args(PlanName)
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+# Spam and quarantined submissions are kept this long on every plan (a form's shorter
+# retention wins), like the spam folders of Basin and Formspree.
+SPAM_RETENTION_DAYS = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,23 +25,61 @@ class Plan:
     max_destinations: int | None
     monthly_submissions: int | None
     retention_days: int | None
+    max_api_keys: int | None
+    max_schema_versions: int | None
+    monthly_attachment_bytes: int | None
+    spam_retention_days: int = SPAM_RETENTION_DAYS
+
+    def retention_for(self, status: str, form_days: int | None) -> int | None:
+        """Days a submission of `status` keeps its values: the form's retention or the
+        plan's, and never more than the spam retention for `spam` and `quarantined`."""
+        days = form_days if form_days is not None else self.retention_days
+        if status == "accepted":
+            return days
+        return self.spam_retention_days if days is None else min(days, self.spam_retention_days)
 
 
 PLANS: dict[str, Plan] = {
     "free": Plan(
-        "free", max_forms=3, max_destinations=3, monthly_submissions=100, retention_days=90
+        "free",
+        max_forms=3,
+        max_destinations=3,
+        monthly_submissions=100,
+        retention_days=90,
+        max_api_keys=5,
+        max_schema_versions=20,
+        monthly_attachment_bytes=100 * MIB,
     ),
     "pro": Plan(
-        "pro", max_forms=50, max_destinations=50, monthly_submissions=10_000, retention_days=365
+        "pro",
+        max_forms=50,
+        max_destinations=50,
+        monthly_submissions=10_000,
+        retention_days=365,
+        max_api_keys=25,
+        max_schema_versions=100,
+        monthly_attachment_bytes=10 * GIB,
     ),
     "team": Plan(
-        "team", max_forms=500, max_destinations=500, monthly_submissions=100_000, retention_days=730
+        "team",
+        max_forms=500,
+        max_destinations=500,
+        monthly_submissions=100_000,
+        retention_days=730,
+        max_api_keys=100,
+        max_schema_versions=500,
+        monthly_attachment_bytes=100 * GIB,
     ),
+    # The operator owns the machine; only the schema versions an `observe` form can be made
+    # to infer stay bounded.
     "self_hosted": Plan(
         "self_hosted",
         max_forms=None,
         max_destinations=None,
         monthly_submissions=None,
         retention_days=None,
+        max_api_keys=None,
+        max_schema_versions=1_000,
+        monthly_attachment_bytes=None,
     ),
 }

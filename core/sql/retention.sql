@@ -33,8 +33,9 @@ RETURNING o.storage_key, o.organization_id
 -- name: observed_forms
 -- A page of live `observe` forms (by id, after a cursor) with accepted submissions since
 -- their latest schema version.
-SELECT f.id, f.organization_id, v.version, v.schema, v.created_at AS version_at
+SELECT f.id, f.organization_id, o.plan, v.version, v.schema, v.created_at AS version_at
   FROM forms f
+  JOIN organizations o ON o.id = f.organization_id
   LEFT JOIN LATERAL (SELECT version, schema, created_at FROM form_schemas
                       WHERE form_id = f.id ORDER BY version DESC LIMIT 1) v ON true
  WHERE f.schema_mode = 'observe' AND f.deleted_at IS NULL
@@ -95,3 +96,15 @@ UPDATE destinations d
  WHERE d.id = d2.id AND d2.deleted_at IS NULL
    AND (d2.health_stats IS NULL
         OR (d2.health_stats ->> 'computed_at')::timestamptz <= %(now)s - interval '5 minutes')
+
+-- name: prune_events
+-- Up to `limit` events older than `before`, oldest first, deleted (the history period).
+DELETE FROM events
+ WHERE id IN (SELECT id FROM events WHERE created_at < %(before)s
+               ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
+-- name: prune_delivery_attempts
+-- Up to `limit` delivery attempts started before `before`, oldest first, deleted.
+DELETE FROM delivery_attempts
+ WHERE id IN (SELECT id FROM delivery_attempts WHERE started_at < %(before)s
+               ORDER BY started_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)

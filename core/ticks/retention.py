@@ -1,5 +1,6 @@
 """The retention tick (docs/scheduled.md): expire values past `erase_at`, delete stored files, sweep
-orphans, and the housekeeping (schema inference, destination health, quota release).
+orphans, prune old events and delivery attempts, and the housekeeping (schema inference,
+destination health, quota release).
 
 Every step is a short transaction or one statement, so a million expired rows never hold
 one long transaction, and every step is safe on several machines at once: expiry locks
@@ -22,6 +23,7 @@ from psycopg.types.json import Jsonb
 from core.outbox import store
 from core.owner.alerts import raise_alert
 from core.owner.dashboard_sessions import forget_idle_sessions
+from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import PostbagError
 from core.platform.health import MAX_DELETE_ATTEMPTS
@@ -34,6 +36,9 @@ from core.ticks.inference import infer_schema
 
 # An object stored by a submit whose transaction never committed is an orphan after this.
 ORPHAN_AGE = timedelta(hours=1)
+# Events and delivery attempts are deleted this long after they were written
+# (docs/operations.md#retention).
+HISTORY_DAYS = 90
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,7 @@ class RetentionOptions:
     delete_lease: timedelta = timedelta(minutes=2)
     max_delete_attempts: int = MAX_DELETE_ATTEMPTS
     forms_per_pass: int = 100
+    prune_batch: int = 5_000
     inference_sample: int = 1_000
     # Time kept back at the end of the budget for the housekeeping statements.
     margin: float = 2.0
@@ -195,6 +201,9 @@ async def _infer_one(
     samples = [row["values"] for row in rows if isinstance(row["values"], dict)]
     if not samples:
         return 0
+    limit = PLANS[form["plan"]].max_schema_versions
+    if limit is not None and (form["version"] or 0) >= limit:
+        return 0  # the plan's versions per form are used up: the form keeps its latest
     schema = infer_schema(samples)
     if _shape(schema) == _shape(form["schema"]):
         return 0
@@ -221,6 +230,27 @@ async def _infer_one(
         },
     )
     return 1
+
+
+async def prune_history(
+    services: Services, *, now: datetime, options: RetentionOptions, deadline: float
+) -> Counter[str]:
+    """Delete events and delivery attempts older than `HISTORY_DAYS`, a batch per statement."""
+    stats: Counter[str] = Counter()
+    before = now - timedelta(days=HISTORY_DAYS)
+    for name, counter in (
+        ("prune_events", "events_pruned"),
+        ("prune_delivery_attempts", "attempts_pruned"),
+    ):
+        while True:
+            async with services.db.connection() as conn:
+                cur = await conn.execute(
+                    queries[name], {"before": before, "limit": options.prune_batch}
+                )
+            stats[counter] += cur.rowcount
+            if cur.rowcount < options.prune_batch or time.monotonic() > deadline:
+                break
+    return stats
 
 
 async def housekeeping(
@@ -260,6 +290,7 @@ async def run_retention(
     stats.update(
         await delete_stored_objects(services, store, now=now, options=opts, deadline=deadline)
     )
+    stats.update(await prune_history(services, now=now, options=opts, deadline=deadline))
     stats.update(
         await housekeeping(services, now=now, options=opts, deadline=deadline + opts.margin)
     )

@@ -40,7 +40,7 @@ class CreatedKey(Key):
     key: str
 
 
-@router.post("/keys", status_code=201, responses=problems(422))
+@router.post("/keys", status_code=201, responses=problems(402, 422))
 async def create_key(body: KeyFields, scope: ScopeDep, services: ServicesDep) -> CreatedKey:
     """Create an API key for the organization; store `key` now, it is never shown again."""
     async with services.db.scoped(scope) as conn:

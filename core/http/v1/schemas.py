@@ -53,7 +53,7 @@ async def list_schemas(
     return Page[FormSchema](data=[_schema(row) for row in data], next_cursor=cursor)
 
 
-@router.post("/forms/{form_id}/schemas", status_code=201, responses=problems(404, 422))
+@router.post("/forms/{form_id}/schemas", status_code=201, responses=problems(402, 404, 422))
 async def add_schema(
     form_id: str, body: SchemaFields, scope: ScopeDep, services: ServicesDep
 ) -> FormSchema:

@@ -20,6 +20,10 @@ class Limits(BaseModel):
     destinations: int | None
     monthly_submissions: int | None
     retention_days: int | None
+    spam_retention_days: int = Field(description="spam and quarantined submissions")
+    api_keys: int | None = Field(description="live (not revoked) API keys")
+    schema_versions_per_form: int | None
+    monthly_attachment_bytes: int | None
 
 
 class Usage(BaseModel):
@@ -28,8 +32,10 @@ class Usage(BaseModel):
     plan: str
     month: str = Field(description="`YYYY-MM`, UTC")
     submissions: int = Field(description="counted submissions this month (`_test` never counts)")
+    attachment_bytes: int = Field(description="attachment bytes stored this month")
     forms: int
     destinations: int
+    api_keys: int
     limits: Limits
 
 
@@ -43,12 +49,18 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
         plan=plan.name,
         month=found.month.strftime("%Y-%m"),
         submissions=found.submissions,
+        attachment_bytes=found.attachment_bytes,
         forms=found.forms,
         destinations=found.destinations,
+        api_keys=found.api_keys,
         limits=Limits(
             forms=plan.max_forms,
             destinations=plan.max_destinations,
             monthly_submissions=plan.monthly_submissions,
             retention_days=plan.retention_days,
+            spam_retention_days=plan.spam_retention_days,
+            api_keys=plan.max_api_keys,
+            schema_versions_per_form=plan.max_schema_versions,
+            monthly_attachment_bytes=plan.monthly_attachment_bytes,
         ),
     )

@@ -29,22 +29,31 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
         "plan": "pro",
         "month": now.strftime("%Y-%m"),
         "submissions": 42,
+        "attachment_bytes": 0,
         "forms": 1,
         "destinations": 1,
+        "api_keys": 1,
         "limits": {
             "forms": 50,
             "destinations": 50,
             "monthly_submissions": 10_000,
             "retention_days": 365,
+            "spam_retention_days": 30,
+            "api_keys": 25,
+            "schema_versions_per_form": 100,
+            "monthly_attachment_bytes": 10 * 1024**3,
         },
     }
 
 
-async def test_usage__no_counter_yet_is_zero_and_self_hosted_is_unlimited(
+async def test_usage__no_counter_yet_is_zero_and_self_hosted_mostly_unlimited(
     services: Services, conn: Conn
 ) -> None:
     acme = await make_tenant(conn, plan="self_hosted")
     async with api_client(services) as client:
         body = (await client.get("/v1/usage", headers=acme.headers)).json()
     assert (body["plan"], body["submissions"]) == ("self_hosted", 0)
-    assert set(body["limits"].values()) == {None}
+    limits = body["limits"]
+    # Spam is kept 30 days and inferred schema versions stay bounded on every plan.
+    assert (limits.pop("spam_retention_days"), limits.pop("schema_versions_per_form")) == (30, 1000)
+    assert set(limits.values()) == {None}
