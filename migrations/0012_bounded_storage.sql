@@ -13,3 +13,14 @@ UPDATE submissions
    SET erase_at = received_at + interval '30 days'
  WHERE status IN ('spam', 'quarantined') AND erased_at IS NULL
    AND (erase_at IS NULL OR erase_at > received_at + interval '30 days');
+
+-- Erasing a submission scrubs the `delivery.*` events of its deliveries.
+CREATE INDEX events_subject_idx ON events (subject_id);
+
+-- `schema.drift` events record each error's path and validator keyword, never the value:
+-- the messages written before this migration (which quote values) are dropped.
+UPDATE events
+   SET data = jsonb_set(data, '{errors}', (
+           SELECT coalesce(jsonb_agg(jsonb_build_object('path', item -> 'path')), '[]'::jsonb)
+             FROM jsonb_array_elements(data -> 'errors') AS x(item)))
+ WHERE type = 'schema.drift' AND jsonb_typeof(data -> 'errors') = 'array';

@@ -93,6 +93,13 @@ class Result:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def logged(self) -> str:
+        """`summary` without a service's error text (which may echo values): for logs."""
+        if self.http_status is not None and not self.ok and not self.skip_reason:
+            return f"http_{self.http_status}"
+        return self.summary
+
+    @property
     def summary(self) -> str:
         """One line for `last_detail`: `http_503`, `timeout`, `sent`…"""
         if self.ok:

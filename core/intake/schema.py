@@ -24,7 +24,10 @@ def _validator(schema_json: str) -> Any:
 
 
 def schema_errors(schema: Mapping[str, Any], values: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The JSON Schema violations of `values` (at most 20); an unusable schema finds none."""
+    """The JSON Schema violations of `values` (at most 20), each as the path of the value and
+    the validator keyword it broke (`type`, `required`, `minLength`…), never the value or a
+    message quoting it: these are kept in `schema.drift` events, which outlive an erase.
+    An unusable schema finds none."""
     from jsonschema import SchemaError
 
     try:
@@ -34,6 +37,6 @@ def schema_errors(schema: Mapping[str, Any], values: Mapping[str, Any]) -> list[
         return []
     errors = sorted(validator.iter_errors(dict(values)), key=lambda e: list(e.absolute_path))
     return [
-        {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message[:300]}
+        {"path": "/" + "/".join(str(p) for p in e.absolute_path), "keyword": str(e.validator)}
         for e in errors[:MAX_SCHEMA_ERRORS]
     ]

@@ -86,6 +86,47 @@ UPDATE deliveries d
                  WHERE s.id = ANY (%(ids)s::text[]))
    AND jsonb_typeof(d.payload -> 'submissions') = 'array'
 
+-- name: erase_delivery_traces
+-- Scrub what the submissions' deliveries (and the digests that listed them) kept of the
+-- receivers' answers, which may echo values: attempt excerpts go; a service's error text
+-- after an HTTP status (`http_400: …`) goes from the reason, the last detail, the
+-- `delivery.*` events and the alert the delivery raised; an acknowledgement forgets its
+-- recipient address.
+WITH touched AS (
+    SELECT id FROM deliveries WHERE submission_id = ANY (%(ids)s::text[])
+    UNION
+    SELECT d.id
+      FROM submissions s
+      JOIN routes r ON r.form_id = s.form_id
+      JOIN digests g ON g.route_id = r.id
+       AND s.received_at >= g.period_start AND s.received_at < g.period_end
+      JOIN deliveries d ON d.digest_id = g.id
+     WHERE s.id = ANY (%(ids)s::text[])
+), delivery AS (
+    UPDATE deliveries d
+       SET reason = regexp_replace(d.reason, '(http_[0-9]{3}): .*?(\)?)$', '\1\2'),
+           last_detail = regexp_replace(d.last_detail, '(http_[0-9]{3}): .*?(\)?)$', '\1\2'),
+           target = CASE WHEN d.kind = 'acknowledgement'
+                         THEN jsonb_build_object('to', '[]'::jsonb) ELSE d.target END
+      FROM touched t
+     WHERE d.id = t.id
+), attempt AS (
+    UPDATE delivery_attempts a SET response_excerpt = NULL
+      FROM touched t
+     WHERE a.delivery_id = t.id AND a.response_excerpt IS NOT NULL
+), event AS (
+    UPDATE events e
+       SET data = jsonb_set(e.data, '{reason}', to_jsonb(
+               regexp_replace(e.data ->> 'reason', '(http_[0-9]{3}): .*?(\)?)$', '\1\2')))
+      FROM touched t
+     WHERE e.subject_id = t.id AND starts_with(e.type, 'delivery.')
+       AND jsonb_typeof(e.data -> 'reason') = 'string'
+)
+UPDATE alerts a
+   SET detail = regexp_replace(a.detail, '(http_[0-9]{3}): .*?(\)?)$', '\1\2')
+  FROM touched t
+ WHERE a.last_delivery_id = t.id
+
 -- name: erase_attachments
 -- Forget the submissions' attachments and mark their stored objects for deletion.
 WITH gone AS (

@@ -46,9 +46,10 @@ _SKIP_REASONS: dict[EraseReason, DeliverySkipReason] = {
 async def erase_many(
     conn: Conn, *, ids: list[str], now: datetime, reason: EraseReason
 ) -> BatchErasure:
-    """Erase the values of `ids` (locked by the caller) in five statements, whatever their
+    """Erase the values of `ids` (locked by the caller) in six statements, whatever their
     number: null values, end unsent deliveries `skipped`, scrub snapshots (digests too),
-    mark stored objects for deletion, one `submission.erased` event each.
+    scrub what receivers answered (excerpts, service error texts, an acknowledgement's
+    address), mark stored objects for deletion, one `submission.erased` event each.
 
     `reason` is `requested` (the owner's erase) or `expired` (retention). Runs inside the
     caller's transaction; the bytes are deleted after commit.
@@ -59,6 +60,7 @@ async def erase_many(
     cur = await conn.execute(queries["erase_delivery_snapshots"], params)
     skipped = sum(1 for d in await cur.fetchall() if d["status"] == "skipped")
     await conn.execute(queries["erase_digest_snapshots"], params)
+    await conn.execute(queries["erase_delivery_traces"], params)
     cur = await conn.execute(queries["erase_attachments"], params)
     objects = await cur.fetchall()
     files: dict[str, int] = {}

@@ -1,0 +1,332 @@
+"""Erase is complete: after `POST /v1/submissions/{id}/erase`, or expiry through the
+retention tick, no submitted value survives in any column of any table, nor in the logs.
+
+Every text-like column of the schema is classified below: a column added later fails
+`test_every_text_column_is_classified` until someone decides whether it can hold values
+(then the scenario must put the marker there and the erase must scrub it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.destinations.chat import redact_url
+from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
+from core.platform.db import Conn
+from core.platform.services import Services
+from core.ticks.digests import run_digests
+from tests.support.api import api_client
+from tests.support.builders import (
+    Tenant,
+    add_schema,
+    make_destination,
+    make_route,
+    make_route_to,
+    setup_form,
+)
+from tests.support.files import pdf
+from tests.support.lambdas import FakeContext, invoke, load_event
+from tests.support.peers import Peer, Request, receiver, status
+from tests.support.records import rows
+from tests.support.settings import SENDER, TEST_SECRET_KEY, with_settings
+from tests.support.submit import submit_client
+
+MARK = "Zq7Marker"
+
+# Columns a submitted value (or a receiver's echo of one) can reach; the scenario puts the
+# marker in each, and erase or expiry must leave none.
+VALUE_COLUMNS = {
+    ("submissions", "values"): "the values",
+    ("submissions", "meta"): "the referrer (a URL may carry values)",
+    ("attachments", "name"): "a file's name",
+    ("deliveries", "payload"): "the snapshot sent (a digest's lists several submissions)",
+    ("deliveries", "target"): "an acknowledgement's recipient address",
+    ("deliveries", "reason"): "a dead delivery's reason (a chat service's error text)",
+    ("deliveries", "last_detail"): "the last result (a chat service's error text)",
+    ("delivery_attempts", "response_excerpt"): "the receiver's answer (it may echo the body)",
+    ("events", "data"): "drift paths; a dead delivery's reason",
+    ("alerts", "detail"): "a dead delivery's reason",
+}
+# Columns that never hold a submitted value, and why.
+OTHER_COLUMNS = {
+    ("organizations", "id"): "id",
+    ("organizations", "name"): "owner's setting",
+    ("organizations", "plan"): "vocabulary",
+    ("api_keys", "id"): "id",
+    ("api_keys", "organization_id"): "id",
+    ("api_keys", "name"): "owner's setting",
+    ("api_keys", "prefix"): "key prefix",
+    ("api_keys", "key_hash"): "hash",
+    ("forms", "id"): "id",
+    ("forms", "organization_id"): "id",
+    ("forms", "name"): "owner's setting",
+    ("forms", "allowed_origins"): "owner's setting",
+    ("forms", "honeypot_field"): "owner's setting",
+    ("forms", "redirect_url"): "owner's setting",
+    ("forms", "schema_mode"): "vocabulary",
+    ("forms", "labels"): "owner's setting",
+    ("forms", "file_fields"): "owner's setting",
+    ("forms", "consent_field"): "owner's setting",
+    ("forms", "ack_email"): "owner's setting",
+    ("forms", "turnstile_secret"): "owner's secret",
+    ("form_schemas", "organization_id"): "id",
+    ("form_schemas", "form_id"): "id",
+    ("form_schemas", "schema"): "owner's schema, or inferred: field names and types only",
+    ("form_schemas", "source"): "vocabulary",
+    ("destination_types", "name"): "vocabulary",
+    ("destinations", "id"): "id",
+    ("destinations", "organization_id"): "id",
+    ("destinations", "type"): "vocabulary",
+    ("destinations", "name"): "owner's setting",
+    ("destinations", "config"): "owner's setting",
+    ("destinations", "health"): "vocabulary",
+    ("destinations", "health_stats"): "counts and durations",
+    ("destination_secrets", "organization_id"): "id",
+    ("destination_secrets", "destination_id"): "id",
+    ("destination_secrets", "secret"): "owner's secret",
+    ("routes", "id"): "id",
+    ("routes", "organization_id"): "id",
+    ("routes", "form_id"): "id",
+    ("routes", "destination_id"): "id",
+    ("routes", "include_statuses"): "vocabulary",
+    ("routes", "mode"): "vocabulary",
+    ("routes", "period"): "vocabulary",
+    ("routes", "template"): "owner's template",
+    ("submissions", "id"): "id",
+    ("submissions", "organization_id"): "id",
+    ("submissions", "form_id"): "id",
+    ("submissions", "status"): "vocabulary",
+    ("submissions", "reason"): "vocabulary",
+    ("submissions", "flags"): "vocabulary",
+    ("submissions", "idempotency_key"): "the client's token, kept to recognise a repeat",
+    ("submissions", "payload_hash"): "hash, kept to recognise a repeat",
+    ("submissions", "client_hash"): "keyed hash of the client address",
+    ("submissions", "erase_reason"): "vocabulary",
+    ("stored_objects", "storage_key"): "ids",
+    ("stored_objects", "organization_id"): "id",
+    ("stored_objects", "submission_id"): "id",
+    ("stored_objects", "last_error"): "storage error",
+    ("attachments", "id"): "id",
+    ("attachments", "organization_id"): "id",
+    ("attachments", "submission_id"): "id",
+    ("attachments", "field"): "field name",
+    ("attachments", "content_type"): "sniffed type",
+    ("attachments", "sha256"): "hash",
+    ("attachments", "storage_key"): "ids",
+    ("digests", "id"): "id",
+    ("digests", "organization_id"): "id",
+    ("digests", "route_id"): "id",
+    ("digests", "period_key"): "period",
+    ("deliveries", "id"): "id",
+    ("deliveries", "organization_id"): "id",
+    ("deliveries", "kind"): "vocabulary",
+    ("deliveries", "submission_id"): "id",
+    ("deliveries", "route_id"): "id",
+    ("deliveries", "digest_id"): "id",
+    ("deliveries", "destination_id"): "id",
+    ("deliveries", "channel"): "vocabulary",
+    ("deliveries", "status"): "vocabulary",
+    ("deliveries", "template"): "owner's template; field names (scrubbed anyway)",
+    ("delivery_attempts", "organization_id"): "id",
+    ("delivery_attempts", "delivery_id"): "id",
+    ("delivery_attempts", "outcome"): "vocabulary",
+    ("delivery_attempts", "error_class"): "vocabulary",
+    ("events", "organization_id"): "id",
+    ("events", "type"): "vocabulary",
+    ("events", "subject_id"): "id",
+    ("alerts", "id"): "id",
+    ("alerts", "organization_id"): "id",
+    ("alerts", "kind"): "vocabulary",
+    ("alerts", "subject_id"): "id",
+    ("alerts", "status"): "vocabulary",
+    ("alerts", "last_delivery_id"): "id",
+    ("usage_counters", "organization_id"): "id",
+    ("worker_heartbeats", "worker_id"): "worker name",
+    ("worker_heartbeats", "tick"): "vocabulary",
+    ("worker_heartbeats", "last_pass"): "counters",
+    ("dashboard_sessions", "id_hash"): "hash",
+    ("dashboard_sessions", "organization_id"): "id",
+    ("dashboard_sessions", "api_key_id"): "id",
+    ("dashboard_sessions", "csrf_token"): "random token",
+    ("schema_migrations", "name"): "file name",
+    ("schema_migrations", "checksum"): "hash",
+}
+
+_TEXT_COLUMNS = """
+SELECT c.table_name, c.column_name
+  FROM information_schema.columns c
+  JOIN information_schema.tables t
+    ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+ WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'
+   AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea')
+        OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_jsonb')))
+"""
+
+SCHEMA = {"type": "object", "properties": {"phone": {"type": "integer"}}}
+ACK = {"field": "email", "subject": "Thanks", "text": "We got it."}
+
+
+async def _text_columns(conn: Conn) -> set[tuple[str, str]]:
+    return {(r["table_name"], r["column_name"]) for r in await rows(conn, _TEXT_COLUMNS)}
+
+
+async def test_every_text_column_is_classified(conn: Conn) -> None:
+    assert not VALUE_COLUMNS.keys() & OTHER_COLUMNS.keys()
+    assert await _text_columns(conn) == VALUE_COLUMNS.keys() | OTHER_COLUMNS.keys()
+
+
+async def _holding_the_mark(conn: Conn) -> set[tuple[str, str]]:
+    found = set()
+    for table, column in sorted(await _text_columns(conn)):
+        # Identifiers from information_schema, never from input.
+        sql = f'SELECT 1 FROM {table} WHERE "{column}"::text ILIKE %(mark)s LIMIT 1'
+        if await rows(conn, sql, mark=f"%{MARK}%"):
+            found.add((table, column))
+    return found
+
+
+def _echo(request: Request) -> tuple[int, dict[str, str], bytes]:
+    """A receiver that fails and echoes the body back."""
+    return 500, {}, request.body
+
+
+@pytest.fixture
+def peers() -> Iterator[tuple[Peer, Peer, Peer]]:
+    with (
+        receiver(_echo) as echo,
+        receiver(status(400, body=f"invalid_payload: {MARK}".encode())) as chat,
+        receiver() as ok,
+    ):
+        yield echo, chat, ok
+
+
+async def _world(
+    services: Services, conn: Conn, peers: tuple[Peer, Peer, Peer], ses: Any
+) -> tuple[Tenant, list[str]]:
+    """One of each: an accepted JSON post (acknowledged, echoed back, refused by a chat
+    service with the value in its error, listed in a digest), a quarantined post (schema
+    drift) and a multipart post with a file; returns the tenant and the receipts."""
+    echo, chat, ok = peers
+    tenant, form = await setup_form(
+        conn,
+        plan="self_hosted",
+        routes=0,
+        schema_mode="enforce",
+        consent_field="consent",
+        ack_email=ACK,
+        file_fields={"cv": {"types": [".pdf"], "max_files": 1}},
+    )
+    await add_schema(conn, tenant, form, SCHEMA)
+    webhook = await make_destination(conn, tenant, config={"url": f"{echo.url}/hook"})
+    await make_route(conn, tenant, form, webhook, include_statuses=["accepted", "quarantined"])
+    slack_url = f"{chat.url}/services/T0/B0/secret"
+    await make_route_to(
+        conn,
+        tenant,
+        form,
+        type="slack",
+        config={"url": redact_url(slack_url)},
+        secrets=(slack_url,),
+    )
+    digest_to = await make_destination(conn, tenant, config={"url": f"{ok.url}/digest"})
+    await make_route(
+        conn,
+        tenant,
+        form,
+        digest_to,
+        mode="digest",
+        period="daily",
+        updated_at=utcnow() - timedelta(days=3),
+    )
+    headers = {"Accept": "application/json", "Referer": f"https://site.example/?who={MARK}"}
+    async with submit_client(services) as client:
+        answers = [
+            await client.post(
+                f"/s/{form}",
+                json={
+                    "name": f"Ada {MARK}",
+                    "email": f"{MARK.lower()}@example.com",
+                    "consent": True,
+                    "phone": 1,
+                },
+                headers=headers,
+            ),
+            await client.post(
+                f"/s/{form}", json={"name": "Bo", "phone": f"+44 {MARK}"}, headers=headers
+            ),
+            await client.post(
+                f"/s/{form}",
+                data={"name": "Cy"},
+                files=[("cv", (f"{MARK}.pdf", pdf(), "application/pdf"))],
+                headers=headers,
+            ),
+        ]
+    assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
+    receipts = [str(a.json()["receipt"]) for a in answers]
+    mail = with_settings(services, email_provider="ses", mail_from=SENDER)
+    await Deliverer(mail, options=WorkerOptions(timeout=2, margin=0.1)).run_pass(
+        now=utcnow(), budget=10
+    )
+    assert len(ses.sent_messages) == 1
+    await conn.execute(
+        "UPDATE submissions SET received_at = received_at - interval '2 days',"
+        " erase_at = erase_at - interval '2 days'"
+    )
+    assert (await run_digests(services, now=utcnow(), budget=10))["digests"] == 1
+    return tenant, receipts
+
+
+@pytest.mark.slow
+async def test_erase__no_value_survives_anywhere(
+    services: Services,
+    conn: Conn,
+    peers: tuple[Peer, Peer, Peer],
+    ses: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="postbag")
+    tenant, receipts = await _world(services, conn, peers, ses)
+    assert await _holding_the_mark(conn) == VALUE_COLUMNS.keys()
+    async with api_client(services, tenant.key) as api:
+        for receipt in receipts:
+            erased = await api.post(f"/v1/submissions/{receipt}/erase")
+            assert erased.status_code == 200, erased.text
+    assert await _holding_the_mark(conn) == set()
+    ours = [r for r in caplog.records if r.name.startswith("postbag")]
+    assert ours and not [r for r in ours if MARK in str(r.__dict__)]
+
+
+@pytest.mark.slow
+async def test_expiry__no_value_survives_anywhere(
+    db_url: str,
+    tmp_path: Path,
+    services: Services,
+    conn: Conn,
+    peers: tuple[Peer, Peer, Peer],
+    ses: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _world(services, conn, peers, ses)
+    assert await _holding_the_mark(conn) == VALUE_COLUMNS.keys()
+    await conn.execute("UPDATE submissions SET erase_at = now() - interval '1 minute'")
+    event = load_event("eventbridge_scheduled.json")
+    [stats] = await asyncio.to_thread(
+        invoke,
+        "retention_tick",
+        [event],
+        FakeContext(remaining_ms=20_000),
+        monkeypatch,
+        POSTBAG_DATABASE_URL=db_url,
+        POSTBAG_SECRET_KEY=TEST_SECRET_KEY,
+        POSTBAG_STORAGE_URL=services.settings.storage_url,
+    )
+    assert stats["expired"] == 3
+    assert await _holding_the_mark(conn) == set()
