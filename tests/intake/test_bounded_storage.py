@@ -3,6 +3,7 @@ submissions expire after the spam retention, attachment bytes are capped per mon
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.support.api import assert_problem
 from tests.support.builders import setup_form
 from tests.support.files import pdf
 from tests.support.records import rows
+from tests.support.settings import built_services
 from tests.support.submit import submit_client
 
 JSON_ACCEPT = {"Accept": "application/json"}
@@ -127,5 +129,32 @@ async def test_submit__attachment_bytes_over_the_plans_month_are_refused_and_not
             f"/s/{form}", data={"name": "Cy"}, files=_files(), headers=JSON_ACCEPT
         )
     assert fits.status_code == 201, fits.text
+    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
+    assert usage["attachment_bytes"] == 100 * MIB
+
+
+async def test_submit__concurrent_uploads_never_overshoot_the_months_attachment_bytes(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn, plan="free", file_fields=CV_FIELD)
+    room_for_three = 100 * MIB - 3 * len(pdf())
+    await conn.execute(
+        "INSERT INTO usage_counters (organization_id, month, attachment_bytes)"
+        " VALUES (%(org)s, %(month)s, %(bytes)s)",
+        {"org": tenant.org, "month": month_of(utcnow()), "bytes": room_for_three},
+    )
+    async with built_services(db_url, tmp_path, pool_max=8) as services:
+        async with submit_client(services) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post(
+                        f"/s/{form}", data={"n": str(i)}, files=_files(), headers=JSON_ACCEPT
+                    )
+                    for i in range(10)
+                )
+            )
+        stored = _stored_files(services)
+    assert sorted(a.status_code for a in answers) == [201] * 3 + [402] * 7
+    assert len(stored) == 3
     [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
     assert usage["attachment_bytes"] == 100 * MIB

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, assert_problem, create
 from tests.support.builders import add_schema, make_form, make_tenant
+from tests.support.records import rows
+from tests.support.settings import built_services
 
 SCHEMA = {"type": "object", "properties": {"email": {"type": "string"}}}
 
@@ -50,3 +55,20 @@ async def test_schemas__past_the_plans_versions_per_form_is_402(
         assert len(listed.json()["data"]) == 20
         # The limit is per form.
         await create(client, acme, f"/v1/forms/{other}/schemas", {"schema": SCHEMA})
+
+
+async def test_keys__concurrent_creations_never_pass_the_plans_live_keys(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="free")  # one key already
+    async with built_services(db_url, tmp_path, pool_max=8) as services:
+        async with api_client(services) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post("/v1/keys", json={"name": f"k{i}"}, headers=acme.headers)
+                    for i in range(10)
+                )
+            )
+    assert sorted(a.status_code for a in answers) == [201] * 4 + [402] * 6
+    live = await rows(conn, "SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")
+    assert live == [{"n": 5}]
