@@ -29,7 +29,7 @@ API_PREFIXES = ("/v1", "/app", "/mcp")
 
 def combined_app(services: Services) -> ASGIApp:
     """One ASGI app: `/v1`, `/app` and `/mcp` go to the api app, everything else to submit."""
-    submit = create_submit_app(services)
+    submit = create_submit_app(services, local=True)
     api = create_api_app(services)
 
     async def app(

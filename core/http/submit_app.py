@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from core.http import health
+from core.http import health, home
 from core.http.problems import install_problem_handlers, problem_for
 from core.intake.checks import origin_allowed
 from core.intake.form import Form, resolve_form
@@ -35,6 +35,7 @@ _THANK_YOU = """<!doctype html>
 <title>Thank you</title>
 <style>
 body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+.local{{border:2px solid #b45309;padding:0 1rem}}
 </style>
 </head>
 <body>
@@ -42,11 +43,37 @@ body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padd
 <h1>Thank you</h1>
 <p role="status">Your submission was received.</p>
 <p>Reference: <code>{receipt}</code></p>
-<p><a href="javascript:history.back()">Go back</a></p>
+{notice}<p><a href="javascript:history.back()">Go back</a></p>
 </main>
 </body>
 </html>
 """
+
+
+# The local runner only: why a post was not accepted. Production answers spam and quarantined
+# posts exactly like accepted ones, so that bots learn nothing.
+_LOCAL_NOTICE = """<aside class="local">
+<p><strong>Local runner only:</strong> this post was stored as <strong>{status}</strong>
+(<code>{reason}</code>) and will not be delivered.
+<a href="/app/submissions/{receipt}">Open its receipt</a>.</p>
+{onward}</aside>
+"""
+
+
+def _local_notice(receipt: Receipt, redirect_url: str | None) -> str:
+    """The thank-you page's notice for a post that was not accepted (local runner only)."""
+    if receipt.status == "accepted":
+        return ""
+    onward = ""
+    if redirect_url:
+        target = html.escape(_redirect_target(redirect_url, receipt.id))
+        onward = f'<p>The form redirects to <a href="{target}">{target}</a>.</p>\n'
+    return _LOCAL_NOTICE.format(
+        status=html.escape(receipt.status),
+        reason=html.escape(receipt.reason or ""),
+        receipt=html.escape(receipt.id),
+        onward=onward,
+    )
 
 
 def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
@@ -72,11 +99,14 @@ def _answer(request: Request, form: Form, receipt: Receipt, headers: dict[str, s
         if receipt.duplicate:
             body["duplicate"] = True
         return JSONResponse(body, status_code=200 if receipt.duplicate else 201, headers=headers)
-    if form.redirect_url:
+    notice = _local_notice(receipt, form.redirect_url) if request.app.state.local else ""
+    if form.redirect_url and not notice:
         return RedirectResponse(
             _redirect_target(form.redirect_url, receipt.id), status_code=303, headers=headers
         )
-    return HTMLResponse(_THANK_YOU.format(receipt=html.escape(receipt.id)), headers=headers)
+    return HTMLResponse(
+        _THANK_YOU.format(receipt=html.escape(receipt.id), notice=notice), headers=headers
+    )
 
 
 def _client(request: Request, services: Services) -> str:
@@ -143,16 +173,22 @@ async def preflight(request: Request) -> Response:
     return Response(status_code=204, headers=headers)
 
 
-def create_submit_app(services: Services) -> Starlette:
-    """Build the submit app around one process's services (plain Starlette: a small cold start)."""
+def create_submit_app(services: Services, *, local: bool = False) -> Starlette:
+    """Build the submit app around one process's services (plain Starlette: a small cold start).
+
+    `local` (the local runner only) serves the start page at `/` and tells on the thank-you
+    page why a post was stored as spam or quarantined.
+    """
     app = Starlette(
         routes=[
+            Route("/", home.local_home if local else home.running, methods=["GET"]),
             Route("/health", health.health, methods=["GET"]),
             Route("/s/{form_id}", submit, methods=["POST"]),
             Route("/s/{form_id}", preflight, methods=["OPTIONS"]),
         ]
     )
     app.state.services = services
+    app.state.local = local
     app.state.clock = utcnow  # tests may replace it
     install_problem_handlers(app)
     return app

@@ -76,7 +76,7 @@ def _redirect_url(value: str) -> str:
     parts = urlsplit(value)
     if len(value) > 2048:
         raise ValueError("must be at most 2048 characters")
-    if parts.scheme != "https" or not parts.hostname:
+    if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("must be an https:// URL")
     if parts.username is not None or parts.password is not None:
         raise ValueError("must not contain a user name or password")
@@ -190,8 +190,21 @@ class FormPatch(BaseModel):
     )
 
 
-def check_rules(fields: FormFields) -> None:
-    """The rules that involve more than one field, or templates."""
+def check_rules(fields: FormFields, *, allow_http_redirect: bool = False) -> None:
+    """The rules that involve more than one field, templates, or the installation: an
+    `http://` redirect_url only where private targets are allowed (development)."""
+    if fields.redirect_url and urlsplit(fields.redirect_url).scheme != "https":
+        if not allow_http_redirect:
+            raise InvalidInput(
+                "redirect_url must be an https:// URL",
+                [
+                    {
+                        "field": "redirect_url",
+                        "message": "must be an https:// URL "
+                        "(http:// only with POSTBAG_ALLOW_PRIVATE_TARGETS, as the local runner)",
+                    }
+                ],
+            )
     ack = fields.ack_email
     if ack is None:
         return

@@ -17,6 +17,7 @@ from core.platform.errors import NotFound, invalid_input
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.settings import Settings
 
 
 @scoped
@@ -31,10 +32,17 @@ async def get_form(conn: Conn, scope: OrgScope, *, form_id: str) -> dict[str, An
     return row
 
 
+async def oldest_form(conn: Conn) -> dict[str, Any] | None:
+    """The installation's oldest live form, across organizations (the local start page)."""
+    return await (await conn.execute(queries["oldest_form"], {})).fetchone()
+
+
 @scoped
-async def create_form(conn: Conn, scope: OrgScope, *, fields: FormFields) -> dict[str, Any]:
-    """Create a form within the plan's form count."""
-    check_rules(fields)
+async def create_form(
+    conn: Conn, scope: OrgScope, *, fields: FormFields, allow_http_redirect: bool = False
+) -> dict[str, Any]:
+    """Create a form within the plan's form count (`allow_http_redirect`: see `check_rules`)."""
+    check_rules(fields, allow_http_redirect=allow_http_redirect)
     await reserve(conn, scope, kind="forms")
     form_id = new_id("frm")
     await conn.execute(
@@ -63,9 +71,15 @@ async def list_forms(
 
 @scoped
 async def update_form(
-    conn: Conn, scope: OrgScope, *, form_id: str, patch: FormPatch
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    form_id: str,
+    patch: FormPatch,
+    allow_http_redirect: bool = False,
 ) -> dict[str, Any]:
-    """Change the fields `patch` sets; the result must satisfy every rule of a new form."""
+    """Change the fields `patch` sets; the result must satisfy every rule of a new form (a
+    redirect_url kept as it was is not checked against `allow_http_redirect` again)."""
     params = {"id": form_id, "organization_id": scope.organization_id}
     current = await (await conn.execute(queries["lock_form"], params)).fetchone()
     if current is None:
@@ -75,7 +89,8 @@ async def update_form(
         fields = FormFields.model_validate({**fields_of(current), **changes})
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    check_rules(fields)
+    kept = "redirect_url" not in patch.model_fields_set
+    check_rules(fields, allow_http_redirect=allow_http_redirect or kept)
     await conn.execute(
         queries["update_form"],
         {
@@ -98,6 +113,11 @@ async def delete_form(conn: Conn, scope: OrgScope, *, form_id: str) -> None:
         queries["delete_form_routes"],
         {"form_id": form_id, "organization_id": scope.organization_id},
     )
+
+
+def submit_url(settings: Settings, form_id: str) -> str:
+    """The public address a website posts this form to: `POSTBAG_PUBLIC_URL/s/{id}`."""
+    return f"{settings.public_url.rstrip('/')}/s/{form_id}"
 
 
 def html_snippet(form: Mapping[str, Any], submit_url: str) -> str:

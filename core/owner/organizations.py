@@ -63,6 +63,19 @@ async def set_plan(conn: Conn, *, organization_id: str, plan: str) -> None:
         raise NotFound(f"no organization {organization_id}")
 
 
+async def list_organizations(conn: Conn) -> list[dict[str, Any]]:
+    """Every organization (id, name, plan, created_at), oldest first: the operator's view."""
+    return await (await conn.execute(queries["list_organizations"], {})).fetchall()
+
+
+async def organization_scope(conn: Conn, organization_id: str) -> OrgScope:
+    """The scope of an existing organization; an unknown id is NotFound."""
+    cur = await conn.execute(queries["get_organization"], {"id": organization_id})
+    if await cur.fetchone() is None:
+        raise NotFound(f"no organization {organization_id}")
+    return OrgScope(organization_id)
+
+
 @scoped
 async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
     """Make a key for the organization; the secret is returned here and never again.

@@ -84,3 +84,14 @@ SELECT version, schema, source, created_at
    AND (%(after)s::integer IS NULL OR version > %(after)s)
  ORDER BY version
  LIMIT %(limit)s
+
+-- name: oldest_form
+-- The oldest live form of the installation (the local runner's start page shows it).
+SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
+       rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
+       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       created_at, updated_at
+  FROM forms
+ WHERE deleted_at IS NULL
+ ORDER BY created_at, id
+ LIMIT 1

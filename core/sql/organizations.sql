@@ -18,3 +18,11 @@ RETURNING id, name, prefix, created_at
 UPDATE api_keys SET last_used_at = now()
  WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
 RETURNING id, organization_id
+
+-- name: list_organizations
+-- Every organization, oldest first, for the operator's `postbag orgs`.
+SELECT id, name, plan, created_at FROM organizations ORDER BY created_at, id
+
+-- name: get_organization
+-- One organization by id (the operator's `postbag create-key`).
+SELECT id, name, plan FROM organizations WHERE id = %(id)s

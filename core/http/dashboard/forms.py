@@ -13,7 +13,6 @@ from starlette.responses import Response
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
-from core.http.v1.forms import submit_url
 from core.owner import destinations, forms, routes
 from core.owner.dashboard_sessions import DashboardSession
 from core.owner.form_settings import FormFields, FormPatch
@@ -106,7 +105,12 @@ async def form_create(services: ServicesDep, session: SessionDep, posted: Checke
     except ValidationError as exc:
         raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
-        row = await forms.create_form(conn, session.scope, fields=fields)
+        row = await forms.create_form(
+            conn,
+            session.scope,
+            fields=fields,
+            allow_http_redirect=services.settings.allow_private_targets,
+        )
     return see_other(f"/app/forms/{row['id']}")
 
 
@@ -119,7 +123,7 @@ async def form_detail(
         form = await forms.get_form(conn, scope, form_id=form_id)
         form_routes = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=100)
         dests = await destinations.list_destinations(conn, scope, after=None, limit=500)
-    url = submit_url(services.settings, form_id)
+    url = forms.submit_url(services.settings, form_id)
     names = {d["id"]: d for d in dests}
     fetch = (
         f'await fetch("{url}", {{\n  method: "POST",\n'
@@ -169,7 +173,13 @@ async def _patch_form(
 ) -> Response:
     """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
     async with services.db.scoped(session.scope) as conn:
-        await forms.update_form(conn, session.scope, form_id=form_id, patch=patch)
+        await forms.update_form(
+            conn,
+            session.scope,
+            form_id=form_id,
+            patch=patch,
+            allow_http_redirect=services.settings.allow_private_targets,
+        )
     return see_other(f"/app/forms/{form_id}")
 
 

@@ -12,7 +12,8 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
 from core.owner.events import list_events
-from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from core.platform.errors import InvalidInput
+from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
 router = APIRouter(tags=["events"], responses=problems(401, 503))
 
@@ -27,26 +28,34 @@ class Event(BaseModel):
     created_at: datetime
 
 
-class EventPage(Page[Event]):
-    """One page of the event stream."""
-
-    next_cursor: str | None = Field(
-        description="pass as `after` to get the next page; null on the last page"
-    )
+def _start(cursor: str | None, after: int | None) -> int:
+    """The id the page starts after: the cursor's, else `after`'s, else 0."""
+    position = decode_cursor(cursor)
+    if position is None:
+        return after or 0
+    if len(position) != 1 or not isinstance(position[0], int) or position[0] < 0:
+        raise InvalidInput("malformed cursor", [{"field": "cursor", "message": "malformed"}])
+    return position[0]
 
 
 @router.get("/events", responses=problems(422))
 async def events_list(
     scope: ScopeDep,
     services: ServicesDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    cursor: str | None = None,
+    after: Annotated[
+        int | None, Query(ge=0, description="an event id; the older form of `cursor`")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> EventPage:
-    """Events with ids above `after`, oldest first; pass the last id as the next `after`."""
+) -> Page[Event]:
+    """Events oldest first; pass `next_cursor` back as `cursor` for the next page. `after`
+    (an event id) starts after that event: poll with the last id you saw."""
+    start = _start(cursor, after)
     async with services.db.scoped(scope) as conn:
-        page = await list_events(conn, scope, after=after, limit=limit + 1)
-    next_cursor = None
-    if len(page) > limit:
-        page = page[:limit]
-        next_cursor = str(page[-1]["id"])
-    return EventPage(data=[Event(**row) for row in page], next_cursor=next_cursor)
+        page = await list_events(conn, scope, after=start, limit=limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    return Page[Event](
+        data=[Event(**row) for row in page],
+        next_cursor=encode_cursor([page[-1]["id"]]) if more else None,
+    )

@@ -50,13 +50,8 @@ class Form(BaseModel):
     updated_at: datetime
 
 
-def submit_url(settings: Settings, form_id: str) -> str:
-    """The public address a website posts this form to."""
-    return f"{str(settings.public_url).rstrip('/')}/s/{form_id}"
-
-
 def _form(row: Mapping[str, Any], settings: Settings) -> Form:
-    url = submit_url(settings, row["id"])
+    url = forms.submit_url(settings, row["id"])
     return Form.model_validate(
         {
             **fields_of(row),
@@ -74,7 +69,9 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
 async def create_form(body: FormFields, scope: ScopeDep, services: ServicesDep) -> Form:
     """Create a form (refused with `402 plan_limit` past the plan's form count)."""
     async with services.db.scoped(scope) as conn:
-        row = await forms.create_form(conn, scope, fields=body)
+        row = await forms.create_form(
+            conn, scope, fields=body, allow_http_redirect=services.settings.allow_private_targets
+        )
     return _form(row, services.settings)
 
 
@@ -101,7 +98,13 @@ async def update_form(
 ) -> Form:
     """Change some settings; fields left out keep their value; `turnstile_secret: null` = off."""
     async with services.db.scoped(scope) as conn:
-        row = await forms.update_form(conn, scope, form_id=form_id, patch=body)
+        row = await forms.update_form(
+            conn,
+            scope,
+            form_id=form_id,
+            patch=body,
+            allow_http_redirect=services.settings.allow_private_targets,
+        )
     return _form(row, services.settings)
 
 

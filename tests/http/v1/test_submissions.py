@@ -186,7 +186,27 @@ async def test_events__ascending_after_an_id(services: Services, conn: Conn) -> 
     assert [e["id"] for e in everything] == sorted(e["id"] for e in everything)
     page = later.json()
     assert [e["subject"] for e in page["data"]] == [receipts[1]]
-    assert page["next_cursor"] == str(page["data"][0]["id"])
+    assert page["next_cursor"] is not None
+
+
+async def test_events__next_cursor_passed_back_as_cursor_pages_through_each_event_once(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn)
+    receipts = [await _submit(services, form, data={"n": str(n)}) for n in range(3)]
+    seen: list[str] = []
+    params: dict[str, str | int] = {"limit": 2}
+    async with api_client(services, tenant.key) as api:
+        for _ in range(5):  # a client that ignored `cursor` would loop on the first page
+            page = (await api.get("/v1/events", params=params)).json()
+            seen += [e["subject"] for e in page["data"]]
+            if page["next_cursor"] is None:
+                break
+            params = {"limit": 2, "cursor": page["next_cursor"]}
+        malformed = await api.get("/v1/events", params={"cursor": "not-a-cursor"})
+    assert seen == receipts
+    assert malformed.status_code == 422
+    assert malformed.json()["code"] == "invalid_input"
 
 
 async def test_submissions__openapi_lists_the_routes(services: Services) -> None:
