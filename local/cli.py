@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -22,13 +23,16 @@ from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.settings import Settings, load_settings
 from core.ticks.registry import TICKS, run_pass
+from local import keys, listen
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
-from local.embedded import embedded_database_url, local_secret_key
+from local.embedded import embedded_database_url, local_secret_key, stop_like_ctrl_c
+from local.welcome import banner, first_start, ready_block
 
 
-def _settings(*, local: bool) -> Settings:
-    """Settings from the environment; without a database URL, the embedded server's."""
+def _settings(*, local: bool, public_url: str | None = None) -> Settings:
+    """Settings from the environment; without a database URL, the embedded server's. The
+    local runner's `public_url` (where it listens) applies when POSTBAG_PUBLIC_URL is unset."""
     settings = load_settings()
     overrides: dict[str, object] = {}
     if not settings.database_url:
@@ -37,6 +41,8 @@ def _settings(*, local: bool) -> Settings:
         if settings.secret_key is None:
             overrides["secret_key"] = local_secret_key()
         overrides["allow_private_targets"] = True
+        if public_url and "POSTBAG_PUBLIC_URL" not in os.environ:
+            overrides["public_url"] = public_url
     return load_settings(**overrides) if overrides else settings
 
 
@@ -72,27 +78,11 @@ async def _dev(settings: Settings, host: str, port: int, *, ticks: bool) -> None
 
     url = settings.require_database_url()
     await _migrate(url)
-    conn = await connect(url)
-    try:
-        cur = await conn.execute("SELECT count(*) AS n FROM organizations")
-        row = await cur.fetchone()
-        first_start = row is not None and row["n"] == 0
-    finally:
-        await conn.close()
-    if first_start:
-        scope, key = await _create_org(url, "Local", "self_hosted")
-        print(
-            f"Created organization {scope.organization_id}. Its API key (shown once): {key}",
-            flush=True,
-        )
-    print(
-        "POSTBAG_ALLOW_PRIVATE_TARGETS is on: webhooks may target http:// and private "
-        "addresses (development only).",
-        flush=True,
-    )
-    if not ticks:
-        print("Ticks are off: nothing is delivered until `postbag tick deliver` runs.", flush=True)
-    print(f"Postbag is listening on http://{host}:{port} (Ctrl-C stops it)", flush=True)
+    created = await first_start(url)
+    if created is not None:
+        print(ready_block(created, settings), flush=True)
+    for line in banner(settings, host=host, port=port, ticks=ticks):
+        print(line, flush=True)
     await serve(Services.from_settings(settings), host=host, port=port, ticks=ticks)
 
 
@@ -103,6 +93,14 @@ async def _tick(settings: Settings, name: str, budget: float) -> dict[str, objec
     finally:
         await close_shared_client()
         await services.db.close()
+
+
+def _listening_url(args: argparse.Namespace) -> str | None:
+    """Where `postbag dev` can be reached from this machine, e.g. `http://127.0.0.1:8080`."""
+    if args.command != "dev":
+        return None
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    return f"http://{host}:{args.port}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve HTTP only; run the ticks elsewhere (`postbag tick deliver` from cron)",
     )
+    keys.register(commands)
+    listen.register(commands)
     tick = commands.add_parser("tick", help="run one pass of a scheduled tick")
     tick.add_argument("name", choices=sorted(TICKS))
     tick.add_argument("--budget", type=float, default=60.0, help="seconds (default 60)")
@@ -135,9 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in CLIENT_COMMANDS:
         return run_client_command(args)
+    stop_like_ctrl_c()
     try:
-        settings = _settings(local=args.command == "dev")
-        configure_logging(settings.log_level)
+        settings = _settings(local=args.command == "dev", public_url=_listening_url(args))
+        # JSON unless a person reads stderr; the cloud functions always log JSON.
+        configure_logging(settings.log_level, readable=sys.stderr.isatty())
         url = settings.require_database_url()
         if args.command == "migrate":
             applied = asyncio.run(_migrate(url))
@@ -156,12 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             uvloop.run(_dev(settings, args.host, args.port, ticks=not args.no_ticks))
         elif args.command == "tick":
             print(json.dumps(asyncio.run(_tick(settings, args.name, args.budget))))
+        else:
+            return int(args.run(args, settings))
     except PostbagError as exc:
         print(f"postbag: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        # uvicorn re-raises SIGINT once it has shut down: for `dev` that is a clean stop.
-        return 0 if args.command == "dev" else 130
+        # uvicorn re-raises the signal once it has shut down: for a server that is a clean stop.
+        return 0 if args.command in ("dev", "listen") else 130
     return 0
 
 

@@ -76,6 +76,23 @@ async def organization_scope(conn: Conn, organization_id: str) -> OrgScope:
     return OrgScope(organization_id)
 
 
+async def owner_of(
+    conn: Conn, *, form_id: str | None = None, destination_id: str | None = None
+) -> OrgScope:
+    """The scope of the organization a live form (or destination) belongs to, looked up
+    across organizations by the operator; an unknown id is NotFound."""
+    if form_id is not None:
+        cur = await conn.execute(queries["owner_of_form"], {"id": form_id})
+        missing = f"no form {form_id}"
+    else:
+        cur = await conn.execute(queries["owner_of_destination"], {"id": destination_id})
+        missing = f"no destination {destination_id}"
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(missing)
+    return OrgScope(row["organization_id"])
+
+
 @scoped
 async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
     """Make a key for the organization; the secret is returned here and never again.

@@ -1,4 +1,5 @@
-"""JSON logs: one object per line, with the ids of what the line is about."""
+"""Logs: one JSON object per line, with the ids of what the line is about; for a person at a
+terminal (the CLI on a TTY), one readable line per record instead."""
 
 from __future__ import annotations
 
@@ -35,10 +36,32 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Send Postbag's and uvicorn's logs to stderr as JSON lines (idempotent)."""
+class ReadableFormatter(JsonFormatter):
+    """`12:30:05 info    tick pass  tick=deliver claimed=2`: the JSON line's fields, for eyes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = json.loads(super().format(record))
+        clock = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
+        head = f"{clock} {line.pop('level'):<7} {line.pop('message')}"
+        error = line.pop("error", None)
+        for key in ("time", "logger"):
+            line.pop(key)
+        if record.name != log.name:
+            line["from"] = record.name
+        fields = " ".join(f"{key}={_value(value)}" for key, value in line.items())
+        text = f"{head}  {fields}" if fields else head
+        return f"{text}\n{error}" if error else text
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) and value and " " not in value else json.dumps(value)
+
+
+def configure_logging(level: str = "INFO", *, readable: bool = False) -> None:
+    """Send Postbag's and uvicorn's logs to stderr, as JSON lines or (`readable`, for a
+    terminal) one readable line per record (idempotent)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(ReadableFormatter() if readable else JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -26,3 +26,15 @@ SELECT id, name, plan, created_at FROM organizations ORDER BY created_at, id
 -- name: get_organization
 -- One organization by id (the operator's `postbag create-key`).
 SELECT id, name, plan FROM organizations WHERE id = %(id)s
+
+-- name: lock_organizations
+-- Serialise the local runner's first start (held until the transaction ends).
+LOCK TABLE organizations IN SHARE ROW EXCLUSIVE MODE
+
+-- name: owner_of_form
+-- The organization of a live form, across organizations (the operator's `postbag listen`).
+SELECT organization_id FROM forms WHERE id = %(id)s AND deleted_at IS NULL
+
+-- name: owner_of_destination
+-- The organization of a live destination, across organizations (`postbag listen`).
+SELECT organization_id FROM destinations WHERE id = %(id)s AND deleted_at IS NULL

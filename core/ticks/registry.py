@@ -7,6 +7,7 @@ the local runner's cron loop and `postbag tick NAME` all run it through `run_pas
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
@@ -64,5 +65,15 @@ async def run_pass(
                 "last_pass": json.dumps(result),
             },
         )
-    log.info("tick pass", extra={"tick": tick.name, "detail": dict(result)})
+    level = logging.DEBUG if did_nothing(result) else logging.INFO
+    log.log(level, "tick pass", extra={"tick": tick.name, "detail": dict(result)})
     return result
+
+
+# Entries of a pass's result that state its settings rather than count its work.
+_SETTINGS_ENTRIES = frozenset({"batch_size"})
+
+
+def did_nothing(result: Mapping[str, Any]) -> bool:
+    """Whether a pass found no work: every count of its result is zero (logged at debug)."""
+    return not any(value for key, value in result.items() if key not in _SETTINGS_ENTRIES)

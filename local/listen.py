@@ -1,0 +1,224 @@
+"""`postbag listen`: a development receiver that prints each webhook delivery as it arrives,
+and whether both of its signatures verify (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from core.destinations.base import ValidationContext
+from core.destinations.webhook import signature_headers
+from core.owner import destinations, routes
+from core.owner.organizations import owner_of
+from core.platform.db import Conn, connect, enter_scope
+from core.platform.errors import InvalidInput
+from core.platform.scope import OrgScope
+from core.platform.settings import Settings
+
+DEFAULT_PORT = 8787
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether each signature of a delivery matches its secret (None: no secret to check)."""
+
+    postbag: bool | None
+    standard: bool | None
+
+    def words(self) -> str:
+        if self.postbag is None:
+            return "not checked (no secret: give --secret or --destination)"
+        names = (("X-Postbag-Signature", self.postbag), ("webhook-signature", self.standard))
+        parts = [f"{name} {'ok' if ok else 'MISMATCH'}" for name, ok in names]
+        verdict = "both verify" if self.postbag and self.standard else "NOT VERIFIED"
+        return f"{verdict} ({', '.join(parts)})"
+
+
+def verify(secret: str | None, headers: Mapping[str, str], body: bytes) -> Verdict:
+    """Check both signatures of a delivery against `secret` (header names in any case)."""
+    if secret is None:
+        return Verdict(None, None)
+    lower = {name.lower(): value for name, value in headers.items()}
+    try:
+        timestamp = int(lower.get("webhook-timestamp", ""))
+    except ValueError:
+        return Verdict(postbag=False, standard=False)
+    delivery_id = lower.get("webhook-id", "")
+    expected = signature_headers(
+        secret=secret, delivery_id=delivery_id, body=body, timestamp=timestamp
+    )
+    return Verdict(
+        postbag=hmac.compare_digest(
+            expected["X-Postbag-Signature"], lower.get("x-postbag-signature", "")
+        ),
+        standard=any(
+            hmac.compare_digest(expected["webhook-signature"], given)
+            for given in lower.get("webhook-signature", "").split()
+        ),
+    )
+
+
+def describe(headers: Mapping[str, str], body: bytes, verdict: Verdict, *, at: datetime) -> str:
+    """One delivery as printed: event, receipt, form, values, and the signatures' verdict."""
+    lower = {name.lower(): value for name, value in headers.items()}
+    event, delivery = lower.get("x-postbag-event", "?"), lower.get("x-postbag-delivery", "?")
+    head = f"{at:%H:%M:%S}  {event}  {delivery}"
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return f"{head}\n  body is not JSON ({len(body)} bytes)\n  signatures: {verdict.words()}"
+    lines = [head]
+    if isinstance(payload, dict):
+        lines.append(f"  receipt {payload.get('receipt')}  form {payload.get('form')}")
+        if payload.get("test"):
+            lines.append("  (a test send)")
+        for name, value in (payload.get("values") or {}).items():
+            lines.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
+        for name, files in (payload.get("attachments") or {}).items():
+            listed = ", ".join(f"{f.get('name')} ({f.get('size')} B)" for f in files)
+            lines.append(f"  {name}: {listed}")
+    lines.append(f"  signatures: {verdict.words()}")
+    return "\n".join(lines)
+
+
+def receiver_app(secret: str | None) -> Starlette:
+    """Answer every POST with 200 after printing it."""
+
+    async def receive(request: Request) -> Response:
+        body = await request.body()
+        verdict = verify(secret, request.headers, body)
+        print(describe(request.headers, body, verdict, at=datetime.now()), flush=True)
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[Route("/{path:path}", receive, methods=["POST"])])
+
+
+async def _owned(url: str, scope_of: dict[str, str]) -> tuple[Conn, OrgScope]:
+    conn = await connect(url)
+    return conn, await owner_of(conn, **scope_of)
+
+
+async def _listening_destination(url: str, form_id: str, target: str) -> tuple[str, str, bool]:
+    """A webhook destination to `target` routed from `form_id`: the one already there, or a new
+    one; returns its id, its current secret, and whether it was created."""
+    conn, scope = await _owned(url, {"form_id": form_id})
+    ctx = ValidationContext(allow_private_targets=True)
+    try:
+        async with conn.transaction():
+            await enter_scope(conn, scope)
+            found = await destinations.list_destinations(conn, scope, after=None, limit=500)
+            same = [d for d in found if d["type"] == "webhook" and d["config"].get("url") == target]
+            if same:
+                destination_id, created = same[0]["id"], False
+            else:
+                made = await destinations.create_destination(
+                    conn,
+                    scope,
+                    fields=destinations.DestinationFields.model_validate(
+                        {"type": "webhook", "name": "postbag listen", "config": {"url": target}}
+                    ),
+                    ctx=ctx,
+                )
+                destination_id, created = made.destination["id"], True
+            linked = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=500)
+            if not any(r["destination_id"] == destination_id for r in linked):
+                await routes.create_route(
+                    conn,
+                    scope,
+                    form_id=form_id,
+                    fields=routes.RouteFields(destination_id=destination_id),
+                )
+            current = await destinations.current_secret(conn, scope, destination_id=destination_id)
+    finally:
+        await conn.close()
+    assert current is not None  # a webhook destination always has a secret
+    return destination_id, current[1], created
+
+
+async def _destination_secret(url: str, destination_id: str) -> str:
+    conn, scope = await _owned(url, {"destination_id": destination_id})
+    try:
+        async with conn.transaction():
+            await enter_scope(conn, scope)
+            current = await destinations.current_secret(conn, scope, destination_id=destination_id)
+    finally:
+        await conn.close()
+    if current is None:
+        raise InvalidInput(
+            f"destination {destination_id} has no secret",
+            [{"field": "destination", "message": "has no secret"}],
+        )
+    return current[1]
+
+
+def _secret(args: argparse.Namespace, settings: Settings, target: str) -> str | None:
+    if args.create_destination:
+        url = settings.require_database_url()
+        found = asyncio.run(_listening_destination(url, args.create_destination, target))
+        destination_id, current, created = found
+        what = "Created" if created else "Using"
+        print(
+            f"{what} webhook destination {destination_id} to {target}, "
+            f"routed from form {args.create_destination}.",
+            flush=True,
+        )
+        if created:
+            print(f"Its signing secret (for your own receiver): {current}", flush=True)
+        return current
+    if args.destination:
+        return asyncio.run(_destination_secret(settings.require_database_url(), args.destination))
+    secret: str | None = args.secret
+    return secret
+
+
+def listen(args: argparse.Namespace, settings: Settings) -> int:
+    """Receive deliveries on `--port` until Ctrl-C, printing each one."""
+    target = f"http://{args.host}:{args.port}/"
+    secret = _secret(args, settings, target)
+    print(
+        f"Listening for webhooks on {target} "
+        + ("(checking signatures)" if secret else "(signatures not checked)")
+        + "; Ctrl-C stops.",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        receiver_app(secret),
+        host=args.host,
+        port=args.port,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+    )
+    asyncio.run(uvicorn.Server(config).serve())
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `listen` to the `postbag` command line."""
+    parser = commands.add_parser(
+        "listen", help="receive webhook deliveries here and print them (development)"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument("--secret", help="the destination's signing secret, to verify with")
+    secret.add_argument(
+        "--destination", metavar="DST", help="verify with this destination's secret"
+    )
+    secret.add_argument(
+        "--create-destination",
+        metavar="FORM",
+        help="create (or reuse) a webhook destination to this listener, routed from FORM",
+    )
+    parser.set_defaults(run=listen)
