@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -118,7 +119,7 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
         out = _stop(first)
     assert response.status_code == 200
     assert response.json()["database"] is True
-    assert "API key (shown once): pb_" in out
+    assert re.search(r"API key +pb_", out)
     assert (tmp_path / ".postbag" / "pg" / "PG_VERSION").exists()
 
     second = _start_dev(tmp_path, port)
@@ -129,7 +130,7 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
         out = _stop(second)
     assert again.status_code == 200
     assert v1.status_code == 200
-    assert "API key" not in out  # same data: the local organization already exists
+    assert "API key" not in out  # same data: the first start's block is not shown again
 
 
 async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(

@@ -1,0 +1,148 @@
+"""The local runner as a newcomer meets it: a real `postbag dev` process on a real embedded
+PostgreSQL, the block it prints on first start, and how it stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.local.test_cli import _free_port, _wait_healthy
+from tests.support.cli import subprocess_env
+
+
+def _postgres_pids(pgdata: Path) -> list[int]:
+    """The pids of postgres processes serving `pgdata` (any user's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"/postgres") and str(pgdata).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def _start(workdir: Path, port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "local.cli", "dev", "--port", str(port)],
+        cwd=workdir,
+        env=subprocess_env(PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
+    """The runner's output up to the line containing `marker`."""
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return "".join(lines)
+    raise AssertionError("".join(lines))
+
+
+def _signal_and_wait(proc: subprocess.Popen[str], signum: int) -> str:
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.slow
+def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm_stops_postgres(
+    tmp_path: Path,
+) -> None:
+    os.chmod(tmp_path, 0o755)
+    pgdata = tmp_path / ".postbag" / "pg"
+    port = _free_port()
+    proc = _start(tmp_path, port)
+    try:
+        printed = _read_until(proc, "Postbag is listening")
+        _wait_healthy(proc, port)
+        key = re.search(r"API key +(pb_\S+)", printed)
+        submit = re.search(r"Submit URL +(http://\S+/s/(frm_\w+))", printed)
+        curl = re.search(r"^ +(curl .+)$", printed, re.MULTILINE)
+        assert key and submit and curl, printed
+        assert f"Dashboard   http://127.0.0.1:{port}/app" in printed
+        assert f'<form action="{submit[1]}" method="POST">' in printed
+        assert "Email is log-only" in printed
+        answered = subprocess.run(
+            shlex.split(curl[1]), capture_output=True, text=True, timeout=30, check=True
+        )
+        home = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        forms = httpx.get(
+            f"http://127.0.0.1:{port}/v1/forms",
+            headers={"Authorization": f"Bearer {key[1]}"},
+            timeout=10,
+        )
+        submissions = httpx.get(
+            f"http://127.0.0.1:{port}/v1/submissions",
+            headers={"Authorization": f"Bearer {key[1]}"},
+            timeout=10,
+        )
+        assert _postgres_pids(pgdata)
+    finally:
+        out = _signal_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == 0, out
+    assert _postgres_pids(pgdata) == []
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+    assert "Your submission was received" in answered.stdout
+    assert home.status_code == 200 and submit[2] in home.text and "/app" in home.text
+    [form] = forms.json()["data"]
+    assert (form["id"], form["name"], form["allowed_origins"]) == (submit[2], "Contact", [])
+    [stored] = submissions.json()["data"]
+    assert stored["status"] == "accepted"
+
+
+@pytest.mark.slow
+def test_dev__sighup_stops_postgres_though_dead_processes_are_left_in_its_handle_list(
+    tmp_path: Path,
+) -> None:
+    os.chmod(tmp_path, 0o755)
+    pgdata = tmp_path / ".postbag" / "pg"
+    handles = pgdata / ".handle_pids.json"
+    port = _free_port()
+    first = _start(tmp_path, port)
+    try:
+        _wait_healthy(first, port)
+    finally:
+        _signal_and_wait(first, signal.SIGINT)
+    assert _postgres_pids(pgdata) == []
+    # A process killed without its exit hook (kill -9) leaves its pid behind ...
+    handles.write_text(json.dumps([_dead_pid()]))
+    second = _start(tmp_path, port)
+    try:
+        assert _wait_healthy(second, port).status_code == 200
+        # ... and so does one killed while the runner is up.
+        handles.write_text(json.dumps([*json.loads(handles.read_text()), _dead_pid()]))
+        assert _postgres_pids(pgdata)
+    finally:
+        out = _signal_and_wait(second, signal.SIGHUP)
+    assert second.returncode == 0, out
+    assert _postgres_pids(pgdata) == []
+    assert json.loads(handles.read_text()) == []
