@@ -8,6 +8,7 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, assert_problem, create, error_fields
 from tests.support.builders import make_tenant
+from tests.support.settings import with_settings
 
 FULL_FORM: dict[str, Any] = {
     "name": "Contact",
@@ -121,7 +122,7 @@ INVALID_FORMS: list[tuple[str, dict[str, Any], str]] = [
     ("origin with userinfo", {"allowed_origins": ["https://a:b@example.com"]}, "allowed_origins"),
     ("origin bad port", {"allowed_origins": ["https://example.com:99999"]}, "allowed_origins"),
     ("honeypot with spaces", {"honeypot_field": "a b"}, "honeypot_field"),
-    ("redirect over http", {"redirect_url": "http://example.com/thanks"}, "redirect_url"),
+    ("redirect over ftp", {"redirect_url": "ftp://example.com/thanks"}, "redirect_url"),
     ("redirect not a URL", {"redirect_url": "thanks.html"}, "redirect_url"),
     ("retention 0", {"retention_days": 0}, "retention_days"),
     ("retention 3651", {"retention_days": 3651}, "retention_days"),
@@ -164,6 +165,34 @@ async def test_forms__invalid_field_is_422(
         assert field in error_fields(problem), problem
         # Nothing was stored.
         assert (await client.get("/v1/forms", headers=acme.headers)).json()["data"] == []
+
+
+async def test_forms__http_redirect_url_only_where_private_targets_are_allowed(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    local = {"name": "Local", "redirect_url": "http://127.0.0.1:8000/thanks.html"}
+    strict = with_settings(services, allow_private_targets=False)
+    async with api_client(strict) as client:
+        refused = await client.post("/v1/forms", json=local, headers=acme.headers)
+        problem = assert_problem(refused, 422, "invalid_input")
+        assert error_fields(problem) == {"redirect_url"}
+        assert (await client.get("/v1/forms", headers=acme.headers)).json()["data"] == []
+    async with api_client(services) as client:  # the local runner's setting
+        created = await create(client, acme, "/v1/forms", local)
+    async with api_client(strict) as client:
+        # A form keeps its redirect when other settings change; a new http one is refused.
+        renamed = await client.patch(
+            f"/v1/forms/{created['id']}", json={"name": "Renamed"}, headers=acme.headers
+        )
+        changed = await client.patch(
+            f"/v1/forms/{created['id']}",
+            json={"redirect_url": "http://127.0.0.1:8000/other.html"},
+            headers=acme.headers,
+        )
+    assert created["redirect_url"] == "http://127.0.0.1:8000/thanks.html"
+    assert renamed.status_code == 200
+    assert error_fields(assert_problem(changed, 422, "invalid_input")) == {"redirect_url"}
 
 
 async def test_forms__ack_email_needs_a_consent_field(services: Services, conn: Conn) -> None:
