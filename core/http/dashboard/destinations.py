@@ -44,6 +44,7 @@ async def _destinations_page(
     services: Services,
     session: SessionDep,
     test: dict[str, Any] | None = None,
+    shown_secret: dict[str, str] | None = None,
 ) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
@@ -53,6 +54,7 @@ async def _destinations_page(
         adapter = ADAPTERS.get(row["type"])
         row["type_label"] = adapter.label if adapter else row["type"]
         row["rotate"] = _rotation(adapter)
+        row["generates"] = adapter is not None and adapter.new_secret() is not None
         row["shown"] = records.redacted_target(row["type"], row["config"]) or {}
         rate = rates.get(row["id"])
         row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
@@ -66,7 +68,19 @@ async def _destinations_page(
         destinations=found,
         form=destination_form(),
         test=test,
+        shown_secret=shown_secret,
     )
+
+
+async def _show_secret_once(
+    request: Request, services: Services, session: SessionDep, row: dict[str, Any], secret: str
+) -> Response:
+    """The destinations page with a secret Postbag generated, shown this once (never stored
+    by the browser: `no-store`)."""
+    shown = {"id": row["id"], "name": row["name"], "value": secret}
+    response = await _destinations_page(request, services, session, shown_secret=shown)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @router.get("/destinations")
@@ -78,7 +92,7 @@ async def destinations_list(
 
 @router.post("/destinations")
 async def destination_create(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm
+    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
     kind = str(posted.get("type") or "")
     adapter = ADAPTERS.get(kind)
@@ -94,15 +108,23 @@ async def destination_create(
     except ValidationError as exc:
         raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
-        await destinations.create_destination(
+        created = await destinations.create_destination(
             conn, session.scope, fields=fields, ctx=_context(services)
+        )
+    if created.generated_secret is not None:
+        return await _show_secret_once(
+            request, services, session, created.destination, created.generated_secret
         )
     return see_other("/app/destinations")
 
 
 @router.post("/destinations/{destination_id}")
 async def destination_update(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm, destination_id: str
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    posted: CheckedForm,
+    destination_id: str,
 ) -> Response:
     data: dict[str, Any] = {}
     if "enabled" in posted:
@@ -111,11 +133,18 @@ async def destination_update(
         data["name"] = str(posted.get("name"))
     if posted.get("secret"):
         data["secret"] = str(posted.get("secret"))
+    generated = None
     async with services.db.scoped(session.scope) as conn:
         found = await destinations.get_destination(
             conn, session.scope, destination_id=destination_id
         )
-        field = ADAPTERS[found["type"]].secret_field
+        adapter = ADAPTERS[found["type"]]
+        if posted.get("rotate") == "generate" and "secret" not in data:
+            # Rotated without a typed secret: a generated one, shown once as on creation.
+            generated = adapter.new_secret()
+            if generated is not None:
+                data["secret"] = generated
+        field = adapter.secret_field
         if field is not None and posted.get(field):
             # The config field that is the secret: a new value rotates it.
             data["config"] = {field: str(posted.get(field))}
@@ -123,9 +152,11 @@ async def destination_update(
             patch = destinations.DestinationPatch.model_validate(data)
         except ValidationError as exc:
             raise invalid_input(exc) from None
-        await destinations.update_destination(
+        row = await destinations.update_destination(
             conn, session.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
         )
+    if generated is not None:
+        return await _show_secret_once(request, services, session, row, generated)
     return see_other("/app/destinations")
 
 

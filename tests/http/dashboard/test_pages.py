@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from core.destinations.http import close_shared_client
@@ -376,3 +377,35 @@ async def test_send_test_shows_the_result(services: Services, conn: Conn) -> Non
         await close_shared_client()  # its keep-alive socket belongs to this test's loop
         assert len(peer.requests) == 1
         assert WEBHOOK_SECRET not in response.text
+
+
+async def test_destinations__a_generated_secret_is_shown_once_on_creation_and_on_rotation(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    shown = re.compile(r'<code id="shown-secret">(whsec_[^<]+)</code>')
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, tenant.key)
+        created = await client.post(
+            "/app/destinations",
+            data={
+                "csrf": token,
+                "type": "webhook",
+                "name": "Receiver",
+                "url": "https://hooks.example.com/in",
+                "secret": "",
+            },
+        )
+        later = await client.get("/app/destinations")
+        (dest,) = await rows(conn, "SELECT id FROM destinations")
+        rotated = await client.post(
+            f"/app/destinations/{dest['id']}",
+            data={"csrf": token, "rotate": "generate", "secret": ""},
+        )
+    secrets = await rows(conn, "SELECT version, secret FROM destination_secrets ORDER BY version")
+    first, second = shown.search(created.text), shown.search(rotated.text)
+    assert created.status_code == 200 and first, created.text
+    assert created.headers["cache-control"] == "no-store"
+    assert rotated.status_code == 200 and second, rotated.text
+    assert [(s["version"], s["secret"]) for s in secrets] == [(1, first[1]), (2, second[1])]
+    assert first[1] not in later.text and "shown-secret" not in later.text
