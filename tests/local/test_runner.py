@@ -10,14 +10,13 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.local.test_cli import _free_port, _wait_healthy
-from tests.support.cli import subprocess_env
+from tests.support.cli import Output, subprocess_env
 
 
 def _postgres_pids(pgdata: Path) -> list[int]:
@@ -46,21 +45,6 @@ def _start(workdir: Path, port: int) -> subprocess.Popen[str]:
     )
 
 
-def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
-    """The runner's output up to the line containing `marker`."""
-    assert proc.stdout is not None
-    lines = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if marker in line:
-            return "".join(lines)
-    raise AssertionError("".join(lines))
-
-
 def _signal_and_wait(proc: subprocess.Popen[str], signum: int) -> str:
     proc.send_signal(signum)
     out, _ = proc.communicate(timeout=60)
@@ -82,7 +66,7 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
     port = _free_port()
     proc = _start(tmp_path, port)
     try:
-        printed = _read_until(proc, "Postbag is listening")
+        printed = Output(proc).until("Postbag is listening")
         _wait_healthy(proc, port)
         key = re.search(r"API key +(pb_\S+)", printed)
         submit = re.search(r"Submit URL +(http://\S+/s/(frm_\w+))", printed)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -28,3 +30,24 @@ def postbag(
         timeout=120,
         check=False,
     )
+
+
+class Output:
+    """What a running `postbag` process has written so far to its piped stdout."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self._fd = proc.stdout.fileno()
+        self._seen = b""
+
+    def until(self, marker: str, *, count: int = 1, timeout: float = 120) -> str:
+        """Wait until `marker` has appeared `count` times; return everything seen."""
+        deadline = time.monotonic() + timeout
+        while self._seen.decode(errors="replace").count(marker) < count:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self._fd], [], [], max(remaining, 0))
+            chunk = os.read(self._fd, 65536) if ready else b""
+            if not chunk:
+                raise AssertionError(f"no {marker!r} in:\n{self._seen.decode(errors='replace')}")
+            self._seen += chunk
+        return self._seen.decode(errors="replace")

@@ -1,0 +1,129 @@
+"""`postbag listen`: a development receiver, driven as a newcomer would (README, 30 seconds)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from core.destinations.webhook import body_bytes, signature_headers
+from core.platform.db import Conn
+from tests.local.test_cli import _free_port, _wait_healthy
+from tests.support.cli import Output, subprocess_env
+from tests.support.records import rows
+from tests.support.settings import TEST_SECRET_KEY
+
+SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM="
+
+
+def _postbag(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "local.cli", *args],
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    return out
+
+
+def _signed(secret: str, delivery: str, payload: dict[str, object]) -> tuple[bytes, dict[str, str]]:
+    body = body_bytes(payload)
+    headers = signature_headers(
+        secret=secret, delivery_id=delivery, body=body, timestamp=int(time.time())
+    )
+    # Header names as an ASGI server hands them over: lower-cased.
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return body, {
+        **lowered,
+        "content-type": "application/json",
+        "x-postbag-event": "form.submitted",
+        "x-postbag-delivery": delivery,
+    }
+
+
+@pytest.mark.slow
+def test_listen__prints_each_delivery_and_whether_both_signatures_verify(db_url: str) -> None:
+    port = _free_port()
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
+    proc = _postbag("listen", "--port", str(port), "--secret", SECRET, env=env)
+    output = Output(proc)
+    try:
+        output.until("Listening for webhooks")
+        payload = {
+            "event": "form.submitted",
+            "receipt": "sub_1",
+            "form": "frm_1",
+            "values": {"email": "ada@example.com", "message": "Hi"},
+        }
+        good_body, good_headers = _signed(SECRET, "dlv_good", payload)
+        bad_body, bad_headers = _signed(
+            "whsec_" + "d3JvbmctLXdyb25nLS13cm9uZw==", "dlv_bad", payload
+        )
+        answers = [
+            httpx.post(f"http://127.0.0.1:{port}/", content=body, headers=headers, timeout=10)
+            for body, headers in ((good_body, good_headers), (bad_body, bad_headers))
+        ]
+        seen = output.until("signatures:", count=2)
+    finally:
+        _stop(proc)
+    assert [a.status_code for a in answers] == [200, 200]
+    good, bad = seen.split("dlv_good", 1)[1].split("dlv_bad", 1)
+    assert "receipt sub_1  form frm_1" in good and 'email: "ada@example.com"' in good
+    assert "signatures: both verify" in good
+    assert "NOT VERIFIED" in bad
+    assert "X-Postbag-Signature MISMATCH, webhook-signature MISMATCH" in bad
+
+
+@pytest.mark.slow
+async def test_listen__create_destination_receives_the_first_start_forms_post_from_a_runner(
+    db_url: str, conn: Conn
+) -> None:
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY)
+    port, listen_port = _free_port(), _free_port()
+    runner = _postbag("dev", "--port", str(port), env=env)
+    printed = Output(runner).until("Postbag is listening")
+    try:
+        _wait_healthy(runner, port)
+        form = re.search(r"Submit URL +http://\S+/s/(frm_\w+)", printed)
+        curl = re.search(r"^ +(curl .+)$", printed, re.MULTILINE)
+        assert form and curl, printed
+        listener = _postbag(
+            "listen", "--port", str(listen_port), "--create-destination", form[1], env=env
+        )
+        heard = Output(listener)
+        try:
+            heard.until("Listening for webhooks")
+            subprocess.run(shlex.split(curl[1]), capture_output=True, timeout=30, check=True)
+            seen = heard.until("signatures:")
+        finally:
+            _stop(listener)
+        again = _postbag(
+            "listen", "--port", str(listen_port), "--create-destination", form[1], env=env
+        )
+        try:
+            reused = Output(again).until("Listening for webhooks")
+        finally:
+            _stop(again)
+    finally:
+        _stop(runner)
+    (submission,) = [r["id"] for r in await rows(conn, "SELECT id FROM submissions")]
+    assert f"receipt {submission}  form {form[1]}" in seen
+    assert 'message: "Hello from curl"' in seen
+    assert "signatures: both verify" in seen
+    assert "Created webhook destination" in seen
+    assert "Using webhook destination" in reused
+    destinations = await rows(conn, "SELECT config FROM destinations")
+    assert [d["config"] for d in destinations] == [{"url": f"http://127.0.0.1:{listen_port}/"}]
