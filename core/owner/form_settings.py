@@ -138,7 +138,9 @@ class FormFields(BaseModel):
     )
     honeypot_field: FieldName = "_gotcha"
     redirect_url: str | None = Field(
-        default=None, description="https URL for plain HTML form posts"
+        default=None,
+        description="https URL for plain HTML form posts (http:// where private targets are "
+        "allowed, as in the local runner)",
     )
     retention_days: RetentionDays | None = Field(
         default=None, description="null = the plan's default"

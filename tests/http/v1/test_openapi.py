@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,18 @@ def test_docs__list_every_error_code_the_api_returns() -> None:
     codes = {code for _, code in _STATUS_AND_CODE.values()} | {"method_not_allowed"}
     missing = {code for code in codes if f"`{code}`" not in text}
     assert not missing
+
+
+async def test_openapi__api_md_names_every_route_the_app_serves(services: Services) -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
+    named = {
+        (method, re.sub(r"\{[^}]*\}", "{}", path))
+        for methods, path in re.findall(r"((?:[A-Z]+/)*[A-Z]+) (/v1/[^\s`?]+)", text)
+        for method in methods.split("/")
+    }
+    served = {
+        (method, re.sub(r"\{[^}]*\}", "{}", path))
+        for method, path in served_operations(create_api_app(services))
+        if path.startswith("/v1/")
+    }
+    assert served - named == set()
