@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from core.destinations import webhook
 from core.destinations.base import ValidationContext
-from core.destinations.webhook import signature_headers
 from core.owner import destinations, routes
 from core.owner.organizations import owner_of
 from core.platform.db import Conn, connect, enter_scope
@@ -55,7 +55,7 @@ def verify(secret: str | None, headers: Mapping[str, str], body: bytes) -> Verdi
     except ValueError:
         return Verdict(postbag=False, standard=False)
     delivery_id = lower.get("webhook-id", "")
-    expected = signature_headers(
+    expected = webhook.signature_headers(
         secret=secret, delivery_id=delivery_id, body=body, timestamp=timestamp
     )
     return Verdict(
@@ -118,7 +118,8 @@ async def _listening_destination(url: str, form_id: str, target: str) -> tuple[s
         async with conn.transaction():
             await enter_scope(conn, scope)
             found = await destinations.list_destinations(conn, scope, after=None, limit=500)
-            same = [d for d in found if d["type"] == "webhook" and d["config"].get("url") == target]
+            kind = webhook.adapter.type
+            same = [d for d in found if d["type"] == kind and d["config"].get("url") == target]
             if same:
                 destination_id, created = same[0]["id"], False
             else:
@@ -126,7 +127,7 @@ async def _listening_destination(url: str, form_id: str, target: str) -> tuple[s
                     conn,
                     scope,
                     fields=destinations.DestinationFields.model_validate(
-                        {"type": "webhook", "name": "postbag listen", "config": {"url": target}}
+                        {"type": kind, "name": "postbag listen", "config": {"url": target}}
                     ),
                     ctx=ctx,
                 )
