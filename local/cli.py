@@ -27,7 +27,7 @@ from local import keys, listen
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
 from local.embedded import embedded_database_url, local_secret_key, stop_like_ctrl_c
-from local.welcome import banner, first_start, ready_block
+from local.welcome import banner, command_name, first_start, ready_block
 
 
 def _settings(*, local: bool, public_url: str | None = None) -> Settings:
@@ -80,7 +80,7 @@ async def _dev(settings: Settings, host: str, port: int, *, ticks: bool) -> None
     await _migrate(url)
     created = await first_start(url)
     if created is not None:
-        print(ready_block(created, settings), flush=True)
+        print(ready_block(created, settings, command=command_name(sys.argv[0])), flush=True)
     for line in banner(settings, host=host, port=port, ticks=ticks):
         print(line, flush=True)
     await serve(Services.from_settings(settings), host=host, port=port, ticks=ticks)

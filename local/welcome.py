@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from core.owner.form_settings import FormFields
@@ -44,8 +47,19 @@ async def first_start(url: str) -> FirstStart | None:
         await conn.close()
 
 
-def ready_block(created: FirstStart, settings: Settings) -> str:
-    """The block printed once on first start: key, dashboard, submit URL, snippet, curl."""
+def command_name(argv0: str) -> str:
+    """How to run `postbag` again from here: `.venv/bin/postbag` when `./local/run` started
+    it (the script is not on PATH), else `postbag`."""
+    path = Path(argv0)
+    if path.name != "postbag" or shutil.which("postbag") == str(path.resolve()):
+        return "postbag"
+    relative = os.path.relpath(path)
+    return str(path.resolve()) if relative.startswith("..") else relative
+
+
+def ready_block(created: FirstStart, settings: Settings, *, command: str = "postbag") -> str:
+    """The block printed once on first start: key, dashboard, submit URL, snippet, curl, and
+    the `command` lines that come next."""
     base = settings.public_url.rstrip("/")
     url = submit_url(settings, created.form["id"])
     snippet = textwrap.indent(html_snippet(created.form, url).rstrip(), "    ")
@@ -68,8 +82,8 @@ def ready_block(created: FirstStart, settings: Settings) -> str:
             "",
             f"    {curl}",
             "",
-            "  See deliveries arrive:  postbag listen --create-destination " + created.form["id"],
-            f"  Lost the key?           postbag create-key {created.organization_id}",
+            f"  See deliveries arrive:  {command} listen --create-destination {created.form['id']}",
+            f"  Lost the key?           {command} create-key {created.organization_id}",
             rule,
         ]
     )
