@@ -12,7 +12,6 @@ import html
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from core.owner.forms import html_snippet, oldest_form, submit_url
 from core.platform.services import Services
 
 RUNNING = "Postbag is running\n"
@@ -61,6 +60,10 @@ async def running(_request: Request) -> Response:
 
 async def local_home(request: Request) -> Response:
     """The local runner's `GET /`: what runs, where, and the quick-start form's snippet."""
+    # Imported here: the owner's modules bring pydantic, which the cloud submit function's
+    # cold start does without (only the local runner serves this page).
+    from core.owner.forms import html_snippet, oldest_form, submit_url
+
     services: Services = request.app.state.services
     async with services.db.connection() as conn:
         form = await oldest_form(conn)
