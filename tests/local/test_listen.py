@@ -14,9 +14,10 @@ import pytest
 
 from core.destinations.webhook import body_bytes, signature_headers
 from core.platform.db import Conn
-from tests.local.test_cli import _free_port, _wait_healthy
+from tests.local.test_cli import _wait_healthy
 from tests.support.cli import Output, subprocess_env
 from tests.support.records import rows
+from tests.support.runner import free_port
 from tests.support.settings import TEST_SECRET_KEY
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM="
@@ -56,7 +57,7 @@ def _signed(secret: str, delivery: str, payload: dict[str, object]) -> tuple[byt
 
 @pytest.mark.slow
 def test_listen__prints_each_delivery_and_whether_both_signatures_verify(db_url: str) -> None:
-    port = _free_port()
+    port = free_port()
     env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
     proc = _postbag("listen", "--port", str(port), "--secret", SECRET, env=env)
     output = Output(proc)
@@ -92,7 +93,7 @@ async def test_listen__create_destination_receives_the_first_start_forms_post_fr
     db_url: str, conn: Conn
 ) -> None:
     env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY)
-    port, listen_port = _free_port(), _free_port()
+    port, listen_port = free_port(), free_port()
     runner = _postbag("dev", "--port", str(port), env=env)
     printed = Output(runner).until("Postbag is listening")
     try:

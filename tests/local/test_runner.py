@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.local.test_cli import _free_port, _wait_healthy
+from tests.local.test_cli import _wait_healthy
 from tests.support.cli import Output, subprocess_env
+from tests.support.runner import free_port
 
 
 def _postgres_pids(pgdata: Path) -> list[int]:
@@ -63,7 +64,7 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
 ) -> None:
     os.chmod(tmp_path, 0o755)
     pgdata = tmp_path / ".postbag" / "pg"
-    port = _free_port()
+    port = free_port()
     proc = _start(tmp_path, port)
     try:
         printed = Output(proc).until("Postbag is listening")
@@ -110,7 +111,7 @@ def test_dev__sighup_stops_postgres_though_dead_processes_are_left_in_its_handle
     os.chmod(tmp_path, 0o755)
     pgdata = tmp_path / ".postbag" / "pg"
     handles = pgdata / ".handle_pids.json"
-    port = _free_port()
+    port = free_port()
     first = _start(tmp_path, port)
     try:
         _wait_healthy(first, port)

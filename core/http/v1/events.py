@@ -28,6 +28,10 @@ class Event(BaseModel):
     created_at: datetime
 
 
+class EventPage(Page[Event]):
+    """One page of the event stream."""
+
+
 def _start(cursor: str | None, after: int | None) -> int:
     """The id the page starts after: the cursor's, else `after`'s, else 0."""
     position = decode_cursor(cursor)
@@ -47,7 +51,7 @@ async def events_list(
         int | None, Query(ge=0, description="an event id; the older form of `cursor`")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> Page[Event]:
+) -> EventPage:
     """Events oldest first; pass `next_cursor` back as `cursor` for the next page. `after`
     (an event id) starts after that event: poll with the last id you saw."""
     start = _start(cursor, after)
@@ -55,7 +59,7 @@ async def events_list(
         page = await list_events(conn, scope, after=start, limit=limit + 1)
     more = len(page) > limit
     page = page[:limit]
-    return Page[Event](
+    return EventPage(
         data=[Event(**row) for row in page],
         next_cursor=encode_cursor([page[-1]["id"]]) if more else None,
     )
