@@ -18,6 +18,7 @@ from core.platform.clock import utcnow
 from core.platform.logs import log
 from core.platform.services import Services
 from core.ticks.registry import TICKS, Tick, run_pass
+from local.protocol import HeaderTimeoutProtocol
 
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -99,7 +100,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         host=host,
         port=port,
         lifespan="off",
-        http="httptools",
+        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
         # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES,
         # `core.intake.visitor`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
         proxy_headers=False,

@@ -29,7 +29,13 @@ from core.destinations.base import (
     Result,
     ValidationContext,
 )
-from core.destinations.ssrf import ResolutionFailed, TargetRefused, check_target_url, pin
+from core.destinations.ssrf import (
+    ResolutionFailed,
+    TargetRefused,
+    check_target_url,
+    pin,
+    url_origin,
+)
 from core.destinations.text import ChatMessage, chat_message
 
 # A service's short error is shown after the HTTP status; longer answers are cut.
@@ -55,7 +61,7 @@ def redact_url(url: str) -> str:
     """The URL as reads show it: origin and first path segment, e.g.
     `https://hooks.slack.com/services/…`."""
     parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    origin = url_origin(url)
     first = next((segment for segment in parts.path.split("/") if segment), None)
     return f"{origin}/{first}/…" if first else f"{origin}/…"
 

@@ -1,8 +1,10 @@
 """A destination's test send: a submission-shaped sample through the type's adapter now,
-nothing stored (`POST /v1/destinations/{id}/test`, the dashboard's Send test)."""
+nothing stored, answering the status and error class only (`POST /v1/destinations/{id}/test`,
+the dashboard's Send test)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime
 from typing import Any
@@ -77,12 +79,13 @@ async def send_sample(
     )
     started = time.monotonic()
     result = await adapter.test(config, sample_payload(now), ctx)
+    # The status and the error class only: no byte of the receiver's answer (nor a
+    # service's error line taken from it) comes back, so a test cannot fetch a URL's body.
     return {
         "ok": result.ok,
         "retryable": result.retryable,
-        "detail": result.summary,
+        "detail": dataclasses.replace(result, provider_error=None).summary,
         "http_status": result.http_status,
         "error_class": result.error_class,
-        "response_excerpt": result.excerpt,
         "duration_ms": round((time.monotonic() - started) * 1000),
     }

@@ -27,9 +27,16 @@ _ALSO_REFUSED = tuple(
         "198.18.0.0/15",  # benchmarking
         "198.51.100.0/24",  # documentation (TEST-NET-2)
         "203.0.113.0/24",  # documentation (TEST-NET-3)
+        "192.88.99.0/24",  # 6to4 relay anycast (deprecated)
         "224.0.0.0/4",  # multicast
         "240.0.0.0/4",  # reserved, broadcast
+        "::/96",  # IPv4-compatible IPv6 (deprecated)
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
+        "64:ff9b:1::/48",  # local-use NAT64
         "2001:db8::/32",  # documentation
+        "3ffe::/16",  # the 6bone (returned)
+        "5f00::/16",  # SRv6 segment identifiers
+        "fec0::/10",  # site-local (deprecated)
         "ff00::/8",  # multicast
     )
 )
@@ -58,9 +65,19 @@ def check_target_url(value: str, *, allow_private: bool) -> str:
             address = ipaddress.ip_address(parts.hostname)
         except ValueError:
             address = None
-        if address is not None and not address.is_global:
+        if address is not None and refused(address):
             raise ValueError("must not target a private, loopback or link-local address")
     return value
+
+
+def url_origin(url: str) -> str:
+    """`scheme://host[:port]` of a URL without its user info; an IPv6 host keeps its
+    brackets (`https://[2001:db8::1]:8443`)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
 class TargetRefused(Exception):

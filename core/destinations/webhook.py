@@ -24,7 +24,13 @@ from core.destinations.base import (
     Result,
     ValidationContext,
 )
-from core.destinations.ssrf import ResolutionFailed, TargetRefused, check_target_url, pin
+from core.destinations.ssrf import (
+    ResolutionFailed,
+    TargetRefused,
+    check_target_url,
+    pin,
+    url_origin,
+)
 
 SECRET_MIN, SECRET_MAX = 16, 256
 
@@ -96,9 +102,7 @@ class WebhookAdapter(BaseAdapter):
 
     def redact(self, config: AdapterConfig) -> dict[str, Any]:
         assert isinstance(config, WebhookConfig)
-        parts = urlsplit(config.url)
-        origin = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return {"url": origin + (parts.path or "/")}
+        return {"url": url_origin(config.url) + (urlsplit(config.url).path or "/")}
 
     def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:  # noqa: ARG002 - the interface's signature
         return dict(summary)

@@ -54,6 +54,14 @@ def resolver_to(*addresses: str):  # type: ignore[no-untyped-def]
         "::ffff:127.0.0.1",
         "::ffff:10.0.0.1",
         "64:ff9b::a00:1",
+        "fec0::1",
+        "feff::1",
+        "::8.8.8.8",
+        "::ffff:0:808:808",
+        "64:ff9b:1::1",
+        "3ffe::1",
+        "5f00::1",
+        "192.88.99.1",
     ],
 )
 def test_refused__non_public_addresses(address: str) -> None:

@@ -1,8 +1,11 @@
 """The local runner as a newcomer meets it: a real `postbag dev` process on a real embedded
-PostgreSQL, the block it prints on first start, and how it stops."""
+PostgreSQL, the block it prints on first start, and how it stops; and its server against
+real sockets: slow clients do not hold connections."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -10,11 +13,15 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from core.platform.services import Services
+from local import protocol
+from local.runner import serve
 from tests.local.test_cli import _wait_healthy
 from tests.support.cli import Output, subprocess_env
 from tests.support.runner import free_port
@@ -131,3 +138,49 @@ def test_dev__sighup_stops_postgres_though_dead_processes_are_left_in_its_handle
     assert second.returncode == 0, out
     assert _postgres_pids(pgdata) == []
     assert json.loads(handles.read_text()) == []
+
+
+async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+    """Read until the server closes the connection; fail if it is still open after `seconds`."""
+    return await asyncio.wait_for(reader.read(), seconds)
+
+
+@pytest.mark.slow
+async def test_runner__slow_header_connection_is_closed(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(protocol, "HEADER_READ_TIMEOUT", 0.5)
+    port = free_port()
+    server = asyncio.create_task(serve(services, host="127.0.0.1", port=port, ticks=False))
+    try:
+        for _ in range(200):
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.02)
+        # Silent after connecting, and a head sent slowly (slowloris): both are dropped.
+        started = time.monotonic()
+        assert await _closed_within(reader, 3) == b""
+        assert time.monotonic() - started < 2
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: t\r\n")
+        await writer.drain()
+        for _ in range(3):
+            await asyncio.sleep(0.2)
+            writer.write(b"X-Slow: a\r\n")
+            await writer.drain()
+        assert await _closed_within(reader, 3) == b""
+        writer.close()
+        # A client that sends its head in time is answered on the same server.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        answer = await _closed_within(reader, 5)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+        writer.close()
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from core.destinations.chat import redact_url
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -199,3 +200,27 @@ async def test_destination_test__refused_private_target(services: Services, conn
     async with api_client(strict, tenant.key) as api:
         answer = await api.post(f"/v1/destinations/{dst}/test")
     assert answer.status_code == 422
+
+
+async def test_destination_test__answers_status_and_class_not_the_body(
+    services: Services, conn: Conn
+) -> None:
+    secret_page = b"internal admin page: db_password=hunter2\nsecond line"
+    with receiver(status(403, body=secret_page)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        chat_url = peer.url + "/chat"
+        chat_dst, _ = await make_route_to(
+            conn, tenant, form, type="discord", config={"url": redact_url(chat_url)},
+            secrets=(chat_url,),
+        )
+        webhook_dst, _ = await make_route_to(conn, tenant, form, config={"url": peer.url + "/t"})
+        async with api_client(services, tenant.key) as api:
+            answers = [await api.post(f"/v1/destinations/{d}/test") for d in (webhook_dst, chat_dst)]
+    assert len(peer.requests) == 2
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["ok"] is False and body["http_status"] == 403
+        assert body["detail"] == "http_403"
+        assert "response_excerpt" not in body
+        assert "hunter2" not in answer.text and "admin page" not in answer.text

@@ -19,7 +19,13 @@ from tests.support.api import (
     create,
     error_fields,
 )
-from tests.support.builders import TELEGRAM_TOKEN, make_tenant
+from tests.support.builders import (
+    TELEGRAM_TOKEN,
+    make_delivery,
+    make_form,
+    make_route_to,
+    make_tenant,
+)
 
 MY_SECRET = "my-webhook-signing-secret-0123456789"
 ROTATED = "rotated-signing-secret-abcdefghijkl"
@@ -187,6 +193,24 @@ INVALID_DESTINATIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "config.url",
     ),
     (
+        "webhook site-local v6",
+        {**WEBHOOK, "config": {"url": "https://[fec0::1]/h"}},
+        "invalid_config",
+        "config.url",
+    ),
+    (
+        "webhook ipv4-compatible v6",
+        {**WEBHOOK, "config": {"url": "https://[::8.8.8.8]/h"}},
+        "invalid_config",
+        "config.url",
+    ),
+    (
+        "webhook 6to4 relay",
+        {**WEBHOOK, "config": {"url": "https://192.88.99.1/h"}},
+        "invalid_config",
+        "config.url",
+    ),
+    (
         "webhook userinfo",
         {**WEBHOOK, "config": {"url": "https://u:p@example.com/h"}},
         "invalid_config",
@@ -267,6 +291,27 @@ async def test_destinations__private_targets_allowed_when_configured(
     async with api_client(services) as client:
         made = await create(client, acme, "/v1/destinations", body)
     assert made["config"] == {"url": "http://127.0.0.1:9000/hook"}
+
+
+async def test_destinations__ipv6_url_keeps_its_brackets_when_redacted(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    form = await make_form(conn, acme)
+    url = "https://[2606:4700::1111]:8443/hook?token=s3cret"
+    dst, rte = await make_route_to(conn, acme, form, config={"url": url})
+    submission, _ = await make_delivery(conn, acme, form, dst, rte, target={"url": url})
+    slack = {
+        "type": "slack",
+        "name": "Chat",
+        "config": {"url": "https://[2606:4700::1111]/services/T0/B0/s3cret"},
+    }
+    async with api_client(services) as client:
+        chat = await create(client, acme, "/v1/destinations", slack)
+        got = await client.get(f"/v1/submissions/{submission}", headers=acme.headers)
+    assert chat["config"] == {"url": "https://[2606:4700::1111]/services/…"}
+    [line] = got.json()["deliveries"]
+    assert line["target"] == {"url": "https://[2606:4700::1111]:8443/hook"}
 
 
 async def test_destinations__patch_validation(services: Services, conn: Conn) -> None:
