@@ -7,6 +7,7 @@ from fastapi import APIRouter, FastAPI
 from core import __version__
 from core.http import health
 from core.http.agents.endpoint import mount_mcp
+from core.http.body_limit import BodyLimit
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
 from core.http.v1 import (
@@ -57,4 +58,5 @@ def create_api_app(services: Services) -> FastAPI:
         app.include_router(router, prefix="/v1")
     mount_mcp(app, services)
     install_dashboard(app)
+    app.add_middleware(BodyLimit)
     return app

@@ -210,12 +210,18 @@ async def test_destination_test__answers_status_and_class_not_the_body(
         tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
         chat_url = peer.url + "/chat"
         chat_dst, _ = await make_route_to(
-            conn, tenant, form, type="discord", config={"url": redact_url(chat_url)},
+            conn,
+            tenant,
+            form,
+            type="discord",
+            config={"url": redact_url(chat_url)},
             secrets=(chat_url,),
         )
         webhook_dst, _ = await make_route_to(conn, tenant, form, config={"url": peer.url + "/t"})
         async with api_client(services, tenant.key) as api:
-            answers = [await api.post(f"/v1/destinations/{d}/test") for d in (webhook_dst, chat_dst)]
+            answers = [
+                await api.post(f"/v1/destinations/{dst}/test") for dst in (webhook_dst, chat_dst)
+            ]
     assert len(peer.requests) == 2
     for answer in answers:
         assert answer.status_code == 200, answer.text
