@@ -7,9 +7,11 @@ from fastapi import APIRouter, FastAPI
 from core import __version__
 from core.http import health
 from core.http.agents.endpoint import mount_mcp
+from core.http.api_docs import install_api_docs
 from core.http.body_limit import BodyLimit
 from core.http.dashboard.app import install_dashboard
 from core.http.problems import install_problem_handlers, install_validation_handler
+from core.http.security_headers import SecurityHeaders
 from core.http.v1 import (
     alerts,
     deliveries,
@@ -47,7 +49,7 @@ def create_api_app(services: Services) -> FastAPI:
         title="Postbag management API",
         version=__version__,
         openapi_url="/v1/openapi.json",
-        docs_url="/v1/docs",
+        docs_url=None,  # served by install_api_docs, from the installed bundle
         redoc_url=None,
     )
     app.state.services = services
@@ -57,6 +59,8 @@ def create_api_app(services: Services) -> FastAPI:
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     mount_mcp(app, services)
+    install_api_docs(app)
     install_dashboard(app)
     app.add_middleware(BodyLimit)
+    app.add_middleware(SecurityHeaders)
     return app

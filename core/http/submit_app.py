@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 from datetime import datetime
 from typing import Any
@@ -27,27 +29,51 @@ from core.platform.services import Services
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
 
+_THANK_YOU_STYLE = (
+    "body{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}"
+    ".local{border:2px solid #b45309;padding:0 1rem}"
+)
 _THANK_YOU = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Thank you</title>
-<style>
-body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
-.local{{border:2px solid #b45309;padding:0 1rem}}
-</style>
+<style>{style}</style>
 </head>
 <body>
 <main>
 <h1>Thank you</h1>
 <p role="status">Your submission was received.</p>
 <p>Reference: <code>{receipt}</code></p>
-{notice}<p><a href="javascript:history.back()">Go back</a></p>
+{notice}{back}
 </main>
 </body>
 </html>
 """
+# The page's one style block is allowed by its hash; nothing else may load or run.
+_THANK_YOU_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'sha256-"
+        + base64.b64encode(hashlib.sha256(_THANK_YOU_STYLE.encode()).digest()).decode()
+        + "'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _thank_you(receipt: str, referrer: str | None, notice: str) -> str:
+    """The built-in page (with the local runner's `notice`), and a link back to the form's
+    page when the browser named it."""
+    back = ""
+    if referrer and urlsplit(referrer).scheme in ("http", "https"):
+        back = f'<p><a href="{html.escape(referrer)}">Back to the form</a></p>'
+    return _THANK_YOU.format(
+        style=_THANK_YOU_STYLE, receipt=html.escape(receipt), notice=notice, back=back
+    )
 
 
 # The local runner only: why a post was not accepted. Production answers spam and quarantined
@@ -104,9 +130,8 @@ def _answer(request: Request, form: Form, receipt: Receipt, headers: dict[str, s
         return RedirectResponse(
             _redirect_target(form.redirect_url, receipt.id), status_code=303, headers=headers
         )
-    return HTMLResponse(
-        _THANK_YOU.format(receipt=html.escape(receipt.id), notice=notice), headers=headers
-    )
+    page = _thank_you(receipt.id, request.headers.get("referer"), notice)
+    return HTMLResponse(page, headers={**headers, **_THANK_YOU_HEADERS})
 
 
 def _client(request: Request, services: Services) -> str:

@@ -170,7 +170,19 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         sync_api.sync_playwright() as pw,
     ):
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        context = browser.new_context()
+        # Every page of every tab reports what its Content-Security-Policy blocked.
+        violations: list[str] = []
+        context.on(
+            "console",
+            lambda message: (
+                violations.append(message.text)
+                if "Content Security Policy" in message.text
+                else None
+            ),
+        )
+        page = context.new_page()
+        page.set_viewport_size({"width": 1200, "height": 900})
         expect = sync_api.expect
 
         # Sign in with the API key.
@@ -208,7 +220,7 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
 
         # A visitor posts the plain HTML form from the other origin.
         site.action = f"{app.url}/s/{form_id}"
-        visitor = browser.new_page()
+        visitor = context.new_page()
         visitor.goto(site.url)
         visitor.get_by_label("Email").fill("ada@example.com")
         visitor.get_by_label("Message").fill(MESSAGE)
@@ -240,7 +252,7 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         assert len(hook.requests) == 1 and MESSAGE in hook.requests[0].body.decode()
         page.screenshot(path=str(shots / "receipt.png"), full_page=True)
         # Two more arrive: another message, and a bot filling the honeypot (spam).
-        visitor = browser.new_page()
+        visitor = context.new_page()
         visitor.goto(site.url)
         visitor.get_by_label("Email").fill("grace@example.com")
         visitor.get_by_label("Message").fill("Do you repair tandems?")
@@ -282,6 +294,14 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         page.set_viewport_size({"width": 390, "height": 844})
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"the receipt scrolls sideways on a phone ({width}px)"
+
+        # The API docs render from the installed Swagger UI, under their CSP.
+        page.set_viewport_size({"width": 1200, "height": 900})
+        page.goto(f"{app.url}/v1/docs")
+        title = page.get_by_role("heading", name=re.compile("Postbag management API"))
+        expect(title).to_be_visible()
+        expect(page.locator(".opblock").first).to_be_visible()
+        assert violations == [], violations
         browser.close()
 
     if os.environ.get("POSTBAG_SCREENSHOTS") == "docs":
