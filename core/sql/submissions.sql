@@ -169,13 +169,39 @@ SELECT a.id, a.name, a.content_type, a.size, a.storage_key, s.erased_at, s.erase
 SELECT 1 FROM forms WHERE id = %(form_id)s AND organization_id = %(organization_id)s
 
 -- name: export_fields
--- Every field name seen in the form's readable submissions, in first-seen order.
+-- The first `limit` field names seen in the form's readable submissions, in first-seen order.
 SELECT key
   FROM submissions s, jsonb_object_keys(s."values") WITH ORDINALITY AS k(key, n)
  WHERE s.form_id = %(form_id)s AND s.organization_id = %(organization_id)s
    AND s."values" IS NOT NULL AND (s.erase_at IS NULL OR s.erase_at > %(now)s)
  GROUP BY key
  ORDER BY min(s.received_at), min(k.n)
+ LIMIT %(limit)s
+
+-- name: export_declared_fields
+-- The fields a form declares: its latest schema's properties, then its labels, then its
+-- file fields (each in the database's key order).
+SELECT k.key
+  FROM forms f
+  LEFT JOIN LATERAL (
+        SELECT fs.schema -> 'properties' AS properties
+          FROM form_schemas fs
+         WHERE fs.form_id = f.id AND fs.organization_id = f.organization_id
+         ORDER BY fs.version DESC
+         LIMIT 1
+       ) latest ON true
+ CROSS JOIN LATERAL (
+        SELECT p.key, 1 AS part, p.n
+          FROM jsonb_object_keys(CASE WHEN jsonb_typeof(latest.properties) = 'object'
+                                      THEN latest.properties ELSE '{}' END)
+               WITH ORDINALITY AS p(key, n)
+        UNION ALL
+        SELECT l.key, 2, l.n FROM jsonb_object_keys(f.labels) WITH ORDINALITY AS l(key, n)
+        UNION ALL
+        SELECT ff.key, 3, ff.n FROM jsonb_object_keys(f.file_fields) WITH ORDINALITY AS ff(key, n)
+       ) k
+ WHERE f.id = %(form_id)s AND f.organization_id = %(organization_id)s
+ ORDER BY k.part, k.n
 
 -- name: export_rows
 -- The form's submissions for the CSV export, oldest first (values only while readable).

@@ -1,16 +1,24 @@
-"""A form's submissions as CSV: one column per field seen, formula-safe cells."""
+"""A form's submissions as CSV: bounded field columns, formula-safe cells, streamed.
+
+The columns are the form's declared fields, then names first seen in its submissions, at
+most MAX_FIELDS in all (`choose_columns`). Rows come from a server-side cursor in batches;
+each batch is written to CSV text in a worker thread, so a large export never holds the
+event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from core.platform.db import Conn, Database
 from core.platform.errors import NotFound
+from core.platform.limits import MAX_FIELDS
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 
@@ -34,14 +42,53 @@ def _cell(value: Any) -> str:
     return text
 
 
+def choose_columns(declared: Sequence[str], seen: Sequence[str]) -> list[str]:
+    """The field columns of an export: the declared fields first, then the names seen in
+    first-seen order, each once, at most MAX_FIELDS in all."""
+    return list(dict.fromkeys([*declared, *seen]))[:MAX_FIELDS]
+
+
 @scoped
 async def export_fields(conn: Conn, scope: OrgScope, form_id: str, *, now: datetime) -> list[str]:
     """The field columns of a form's export (NotFound for another organization's form)."""
-    params = {"form_id": form_id, "organization_id": scope.organization_id, "now": now}
+    params: dict[str, Any] = {
+        "form_id": form_id,
+        "organization_id": scope.organization_id,
+        "now": now,
+    }
     if await (await conn.execute(queries["form_exists"], params)).fetchone() is None:
         raise NotFound("no such form")
-    cur = await conn.execute(queries["export_fields"], params)
-    return [row["key"] for row in await cur.fetchall()]
+    cur = await conn.execute(queries["export_declared_fields"], params)
+    declared = [row["key"] for row in await cur.fetchall()]
+    # Enough first-seen names to fill the columns even when every declared one was seen.
+    cur = await conn.execute(
+        queries["export_fields"], {**params, "limit": MAX_FIELDS + len(declared)}
+    )
+    return choose_columns(declared, [row["key"] for row in await cur.fetchall()])
+
+
+def _csv_text(rows: Sequence[Sequence[str]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue()
+
+
+def _batch_text(batch: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
+    """One batch of submissions as CSV lines (run in a worker thread)."""
+    lines = []
+    for row in batch:
+        values = row["values"] or {}
+        lines.append(
+            [
+                row["id"],
+                row["received_at"].isoformat(),
+                row["status"],
+                row["reason"] or "",
+                "; ".join(row["flags"]),
+                *(_cell(values.get(name)) for name in fields),
+            ]
+        )
+    return _csv_text(lines)
 
 
 async def export_csv(
@@ -49,27 +96,10 @@ async def export_csv(
 ) -> AsyncIterator[str]:
     """The form's submissions as CSV text, streamed in batches from a server-side cursor."""
     head = ["receipt", "received_at", "status", "reason", "flags", *fields]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow([_cell(h) for h in head])
-    yield buffer.getvalue()
+    yield _csv_text([[_cell(h) for h in head]])
     params = {"form_id": form_id, "organization_id": scope.organization_id, "now": now}
     async with db.scoped(scope) as conn:
         async with conn.cursor(name="export_rows") as cursor:
             await cursor.execute(queries["export_rows"], params)
             while batch := await cursor.fetchmany(500):
-                buffer.seek(0)
-                buffer.truncate()
-                for row in batch:
-                    values = row["values"] or {}
-                    writer.writerow(
-                        [
-                            row["id"],
-                            row["received_at"].isoformat(),
-                            row["status"],
-                            row["reason"] or "",
-                            "; ".join(row["flags"]),
-                            *(_cell(values.get(name)) for name in fields),
-                        ]
-                    )
-                yield buffer.getvalue()
+                yield await asyncio.to_thread(_batch_text, batch, fields)

@@ -8,7 +8,7 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client
-from tests.support.builders import setup_form
+from tests.support.builders import add_schema, make_submission, setup_form
 from tests.support.records import rows
 from tests.support.submit import submit_client
 
@@ -223,3 +223,31 @@ async def test_submissions__openapi_lists_the_routes(services: Services) -> None
         "/v1/submissions/{submission_id}/attachments/{attachment_id}",
         "/v1/events",
     } <= set(spec["paths"])
+
+
+async def test_submissions__export_columns_are_declared_fields_then_first_seen_up_to_200(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(
+        conn, labels={"message": "Your message"}, file_fields={"cv": {"types": [".pdf"]}}
+    )
+    await add_schema(conn, tenant, form, {"type": "object", "properties": {"email": {}}})
+    await add_schema(conn, tenant, form, {"type": "object", "properties": {"phone": {}}})
+    # 3 posts of 150 names each: 450 names, of which the first 197 seen make columns.
+    posts = [{f"f{p}_{i:03}": f"v{p}_{i}" for i in range(150)} for p in range(3)]
+    posts[1]["message"] = "declared and seen"
+    for minute, values in enumerate(posts):
+        await make_submission(
+            conn, tenant, form, values, received_at=utcnow() - timedelta(minutes=10 - minute)
+        )
+    async with api_client(services, tenant.key) as api:
+        response = await api.get("/v1/submissions/export.csv", params={"form": form})
+    assert response.status_code == 200, response.text
+    table = list(csv.reader(io.StringIO(response.text)))
+    fixed = ["receipt", "received_at", "status", "reason", "flags"]
+    seen = [f"f0_{i:03}" for i in range(150)] + [f"f1_{i:03}" for i in range(47)]
+    assert table[0] == [*fixed, "phone", "message", "cv", *seen]
+    assert len(table[0]) == len(fixed) + 200
+    assert [len(row) for row in table[1:]] == [205, 205, 205]
+    assert table[2][table[0].index("message")] == "declared and seen"
+    assert table[1][table[0].index("f0_149")] == "v0_149"
