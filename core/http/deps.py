@@ -7,6 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from core.intake.visitor import client_address
+from core.owner.throttle import throttle_client
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -18,3 +20,13 @@ def get_services(request: Request) -> Services:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 NowDep = Annotated[datetime, Depends(utcnow)]
+
+
+def throttled_client(request: Request, services: Services) -> bytes:
+    """The request's client as the sign-in and bad-key throttles count it (see
+    `core.owner.throttle`), its address found as the submit path finds it."""
+    peer = request.client.host if request.client else None
+    address = client_address(
+        peer, request.headers.get("x-forwarded-for"), services.settings.trusted_proxies
+    )
+    return throttle_client(address, services.settings.require_secret_key())

@@ -29,6 +29,7 @@ from core.platform.errors import (
     PostbagError,
     RouteExists,
     StorageError,
+    TooManyAttempts,
     Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
@@ -54,6 +55,7 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     FormClosed: (403, "form_closed"),
     IdempotencyConflict: (409, "idempotency_conflict"),
     PayloadTooLarge: (413, "payload_too_large"),
+    TooManyAttempts: (429, "too_many_attempts"),
     MalformedBody: (400, "malformed_body"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidAttachment: (422, "invalid_attachment"),
@@ -101,6 +103,8 @@ def problem_for(exc: PostbagError) -> JSONResponse:
     status, code = status_and_code(exc)
     errors = exc.errors if isinstance(exc, InvalidInput) else None
     headers = {"Retry-After": "5"} if isinstance(exc, Unavailable | StorageError) else None
+    if isinstance(exc, TooManyAttempts):
+        headers = {"Retry-After": str(exc.retry_after)}
     if status >= 500:
         log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
     return problem(status, code, str(exc), errors=errors, headers=headers)

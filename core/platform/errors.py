@@ -80,6 +80,14 @@ class PayloadTooLarge(PostbagError):
     """The request body is over a size limit; reading stopped at the limit."""
 
 
+class TooManyAttempts(PostbagError):
+    """A client failed to authenticate too often; it may try again after `retry_after` s."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class MalformedBody(PostbagError):
     """The request body cannot be parsed as its declared content type."""
 

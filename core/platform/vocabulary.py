@@ -55,5 +55,8 @@ AlertKind = Literal["delivery.dead", "storage.stuck"]
 # alerts.status
 AlertStatus = Literal["open", "acknowledged"]
 
+# auth_failures.kind: what a throttled client failed at.
+AuthFailureKind = Literal["sign_in", "api_key"]
+
 # worker_heartbeats.tick
 TickName = Literal["deliver", "digest", "retention"]

@@ -16,6 +16,7 @@ from core.platform.vocabulary import (
     AlertKind,
     AlertStatus,
     AttemptOutcome,
+    AuthFailureKind,
     DeliveryKind,
     DeliveryStatus,
     DestinationHealth,
@@ -49,6 +50,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("alerts", "kind", AlertKind),
     ("alerts", "status", AlertStatus),
     ("worker_heartbeats", "tick", TickName),
+    ("auth_failures", "kind", AuthFailureKind),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from pathlib import Path
 
@@ -23,11 +24,13 @@ from core.http.dashboard.pages import (
     see_other,
     set_cookie,
 )
-from core.http.deps import ServicesDep
+from core.http.deps import ServicesDep, throttled_client
 from core.http.problems import http_error_response, problem_for, status_and_code
 from core.owner.dashboard_sessions import close_session, open_session
+from core.owner.throttle import sign_in_attempt
 from core.platform.clock import utcnow
-from core.platform.errors import PostbagError, Unauthenticated
+from core.platform.errors import PostbagError, TooManyAttempts, Unauthenticated
+from core.platform.services import Services
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 # Each page's router; a new page adds its router here.
@@ -57,6 +60,16 @@ async def sign_in_page(request: Request, services: ServicesDep) -> Response:
     return response
 
 
+def _sign_in_again(request: Request, services: Services, status: int, error: str) -> Response:
+    """The sign-in page again with `error`, under a fresh sign-in token."""
+    retry = secrets.token_urlsafe(32)
+    response = render(
+        request, "sign_in.html", title="Sign in", status_code=status, csrf=retry, error=error
+    )
+    set_cookie(response, services, SIGN_IN_COOKIE, retry)
+    return response
+
+
 @router.post("/sign-in")
 async def sign_in(request: Request, services: ServicesDep) -> Response:
     form = await request.form()
@@ -64,24 +77,30 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
         raise CsrfRejected
     api_key = form.get("api_key")
+    client = throttled_client(request, services)
     try:
-        async with services.db.connection() as conn:
+        async with services.db.connection() as conn, sign_in_attempt(conn, client, now=utcnow()):
             session_id = await open_session(
                 conn, api_key if isinstance(api_key, str) else None, now=utcnow()
             )
-    except Unauthenticated:
-        retry = secrets.token_urlsafe(32)
-        response = render(
+    except TooManyAttempts as exc:
+        response = _sign_in_again(
             request,
-            "sign_in.html",
-            title="Sign in",
-            status_code=401,
-            csrf=retry,
-            error="That key is not valid. Check it, or create a new one with "
+            services,
+            429,
+            "Too many sign-in attempts from your address. Try again in "
+            f"{math.ceil(exc.retry_after / 60)} minutes.",
+        )
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+    except Unauthenticated:
+        return _sign_in_again(
+            request,
+            services,
+            401,
+            "That key is not valid. Check it, or create a new one with "
             "`postbag create-org` or POST /v1/keys.",
         )
-        set_cookie(response, services, SIGN_IN_COOKIE, retry)
-        return response
     signed_in = see_other("/app")
     set_cookie(signed_in, services, SESSION_COOKIE, session_id)
     signed_in.delete_cookie(SIGN_IN_COOKIE, path="/app")

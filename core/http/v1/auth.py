@@ -1,4 +1,5 @@
-"""Bearer-key authentication: every `/v1` request runs under its key's OrgScope."""
+"""Bearer-key authentication: every `/v1` request runs under its key's OrgScope; a client
+sending too many bad keys is throttled (`core.owner.throttle`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from core.http.deps import throttled_client
 from core.owner.organizations import authenticate
+from core.owner.throttle import bad_api_key
+from core.platform.clock import utcnow
+from core.platform.errors import Unauthenticated
 from core.platform.scope import OrgScope
 from core.platform.services import Services
 
@@ -22,7 +27,12 @@ async def require_scope(
     services: Services = request.app.state.services
     key = credentials.credentials if credentials is not None else None
     async with services.db.connection() as conn:
-        return await authenticate(conn, key)
+        try:
+            return await authenticate(conn, key)
+        except Unauthenticated:
+            # Over the client's limit of bad keys the answer is 429 rather than 401.
+            await bad_api_key(conn, throttled_client(request, services), now=utcnow())
+            raise
 
 
 ScopeDep = Annotated[OrgScope, Depends(require_scope)]

@@ -1,0 +1,79 @@
+"""Throttling of failed sign-ins and bad API keys, per client, counted in Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from core.http.dashboard.pages import SESSION_COOKIE, SIGN_IN_COOKIE
+from core.platform.db import Conn
+from core.platform.services import Services
+from tests.support.api import api_client, assert_problem
+from tests.support.builders import make_tenant
+from tests.support.dashboard import dashboard_client
+from tests.support.settings import with_settings
+
+TOKEN = "t" * 43  # the sign-in form's CSRF token is whatever its cookie holds
+
+
+async def _sign_in(client: httpx.AsyncClient, key: str) -> httpx.Response:
+    return await client.post(
+        "/app/sign-in",
+        data={"csrf": TOKEN, "api_key": key},
+        headers={"Cookie": f"{SIGN_IN_COOKIE}={TOKEN}"},
+    )
+
+
+async def test_sign_in__racing_attempts_check_at_most_ten_keys_then_429(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    async with dashboard_client(services) as client:
+        answers = await asyncio.gather(*(_sign_in(client, f"pb_wrong{i}") for i in range(30)))
+        valid_now = await _sign_in(client, acme.key)
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [401] * 10 + [429] * 20
+    throttled = next(a for a in answers if a.status_code == 429)
+    assert 1 <= int(throttled.headers["retry-after"]) <= 600
+    assert "Too many sign-in attempts" in throttled.text
+    # Over the limit even the right key is not checked: no session opens.
+    assert valid_now.status_code == 429
+    assert SESSION_COOKIE not in valid_now.cookies
+    cur = await conn.execute("SELECT count(*) AS n FROM dashboard_sessions")
+    assert await cur.fetchone() == {"n": 0}
+
+
+async def test_sign_in__successes_do_not_use_up_the_limit(services: Services, conn: Conn) -> None:
+    acme = await make_tenant(conn)
+    async with dashboard_client(services) as client:
+        answers = [await _sign_in(client, acme.key) for _ in range(12)]
+    assert [a.status_code for a in answers] == [303] * 12
+
+
+async def test_api__bad_keys_from_one_client_get_429_valid_keys_still_work(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    proxied = with_settings(services, trusted_proxies=["127.0.0.1/32"])
+    attacker = {"Authorization": "Bearer pb_guess", "X-Forwarded-For": "2001:db8:1:2::7"}
+    # The same /64: the same client.
+    neighbour = {"Authorization": "Bearer pb_other", "X-Forwarded-For": "2001:db8:1:2::8"}
+    elsewhere = {"Authorization": "Bearer pb_guess", "X-Forwarded-For": "2001:db8:9:9::1"}
+    async with api_client(proxied) as client:
+        first = [(await client.get("/v1/forms", headers=attacker)).status_code for _ in range(20)]
+        over = await client.get("/v1/forms", headers=neighbour)
+        other_client = await client.get("/v1/forms", headers=elsewhere)
+        valid = await client.get(
+            "/v1/forms", headers={**acme.headers, "X-Forwarded-For": "2001:db8:1:2::7"}
+        )
+    assert first == [401] * 20
+    assert_problem(over, 429, "too_many_attempts")
+    assert 1 <= int(over.headers["retry-after"]) <= 600
+    assert_problem(other_client, 401, "unauthenticated")
+    assert valid.status_code == 200, valid.text
+    cur = await conn.execute("SELECT kind, failures FROM auth_failures ORDER BY failures")
+    assert await cur.fetchall() == [
+        {"kind": "api_key", "failures": 1},
+        {"kind": "api_key", "failures": 21},
+    ]
