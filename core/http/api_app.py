@@ -25,6 +25,7 @@ from core.http.v1 import (
     submissions,
     usage,
 )
+from core.http.v1.shared import problems
 from core.platform.services import Services
 
 # Each resource's router; a new resource adds its router here.
@@ -57,7 +58,8 @@ def create_api_app(services: Services) -> FastAPI:
     install_validation_handler(app)
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
-        app.include_router(router, prefix="/v1")
+        # Every route may meet the body limit and the bad-key throttle.
+        app.include_router(router, prefix="/v1", responses=problems(413, 429))
     mount_mcp(app, services)
     install_api_docs(app)
     install_dashboard(app)

@@ -41,6 +41,11 @@ _WHEN: dict[int, str] = {
         "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema` or "
         "`invalid_template`: `errors` lists the offending fields"
     ),
+    413: "`payload_too_large`: the request body is over 1 MiB",
+    429: (
+        "`too_many_attempts`: too many bad API keys from this client; "
+        "retry after `Retry-After` seconds"
+    ),
     503: "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds",
 }
 

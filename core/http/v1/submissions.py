@@ -79,7 +79,8 @@ async def submissions_list(
 async def submissions_export(
     scope: ScopeDep, services: ServicesDep, now: NowDep, form: str
 ) -> StreamingResponse:
-    """A form's submissions as CSV: one column per field seen, formula-safe cells."""
+    """A form's submissions as CSV: its declared fields, then the names first seen, at most
+    200 field columns; formula-safe cells."""
     async with services.db.scoped(scope) as conn:
         fields = await export_fields(conn, scope, form, now=now)
     return StreamingResponse(
