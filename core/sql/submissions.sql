@@ -204,9 +204,10 @@ SELECT k.key
  ORDER BY k.part, k.n
 
 -- name: export_rows
--- The form's submissions for the CSV export, oldest first (values only while readable).
+-- The form's submissions for the CSV export, oldest first (values only while readable, as
+-- JSON text: the export decodes them in its worker thread, off the event loop).
 SELECT id, status, reason, flags, received_at,
-       CASE WHEN erase_at IS NULL OR erase_at > %(now)s THEN "values" END AS "values"
+       CASE WHEN erase_at IS NULL OR erase_at > %(now)s THEN "values"::text END AS "values"
   FROM submissions
  WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
  ORDER BY received_at, id
