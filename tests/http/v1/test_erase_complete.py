@@ -156,6 +156,8 @@ OTHER_COLUMNS = {
     ("dashboard_sessions", "organization_id"): "id",
     ("dashboard_sessions", "api_key_id"): "id",
     ("dashboard_sessions", "csrf_token"): "random token",
+    ("auth_failures", "kind"): "vocabulary",
+    ("auth_failures", "client_hash"): "keyed hash of the client address",
     ("schema_migrations", "name"): "file name",
     ("schema_migrations", "checksum"): "hash",
 }
