@@ -14,8 +14,11 @@ from core.outbox.backoff import MAX_DELAY
 from core.outbox.store import Claim
 from core.platform.db import Database
 
-# Failures that say nothing about the receiver's health (no request was made).
-_NOT_THE_DESTINATION = frozenset({"invalid_target", "secret_missing", "email_not_configured"})
+# Failures that say nothing about the receiver's health (no request was made, or the
+# adapter itself raised).
+_NOT_THE_DESTINATION = frozenset(
+    {"invalid_target", "secret_missing", "email_not_configured", "adapter_error"}
+)
 
 
 def counts_against(result: Result) -> bool:

@@ -1,7 +1,9 @@
 """The executor of a pass: one claim from its live checks to its written outcome (docs/delivery.md).
 
-The live skip check, the quota hold, the per-destination gate, the breaker's say on a
-failing destination, the adapter's send, then `decide` and the completer.
+The live skip check, the attempt limit (attempts cut short by a crash count), the quota
+hold, the per-destination gate, the breaker's say on a failing destination, the adapter's
+send (an exception is a failed attempt, never an orphaned claim), then `decide`, the
+completer and the destination's adaptive limit.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from core.destinations.base import DeliveryContext, Result
 from core.destinations.registry import ADAPTERS
-from core.outbox import store
+from core.outbox import limits, store
 from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
@@ -44,9 +46,51 @@ async def execute(claim: Claim, state: PassState) -> None:
     try:
         await _deliver(claim, state)
     except Exception:
-        # The claim stays `sending` until its lease expires, then another pass retries it.
+        # Only the database can fail here (an adapter's exception is a failed attempt): the
+        # claim stays `sending` until its lease expires, and the attempt it spent counts.
         state.stats["errors"] += 1
         log.exception("delivery handling failed", extra=claim.log_ids)
+
+
+async def _send(claim: Claim, ctx: DeliveryContext) -> Result:
+    """The adapter's send; an exception in it (a bug, a value it cannot render) is a failed,
+    retryable attempt with the error class `adapter_error` and the exception's type."""
+    try:
+        return await ADAPTERS[claim.channel].deliver(claim.target, claim.payload, ctx)
+    except Exception as exc:
+        # The message may quote the values: only the type is kept.
+        log.error(
+            "adapter raised",
+            extra={**claim.log_ids, "detail": {"exception": type(exc).__name__}},
+        )
+        return Result(
+            ok=False, retryable=True, error_class="adapter_error", excerpt=type(exc).__name__
+        )
+
+
+async def _exhausted(claim: Claim, state: PassState) -> None:
+    """A claim whose attempts were all spent by sends cut short (a crash, a lost lease):
+    `dead` without another send, with its event and alert."""
+    now = state.now()
+    reason = "attempts_exhausted"
+    outcome = store.Outcome(
+        claim,
+        now,
+        "dead",
+        reason,
+        f"{reason} (last: interrupted)",
+        event="delivery.dead",
+        event_data={
+            "delivery": claim.id,
+            "submission": claim.submission_id,
+            "destination": claim.destination_id,
+            "reason": reason,
+        },
+    )
+    if await state.completer.write(outcome):
+        state.stats["dead"] += 1
+        await _alert(state, claim, reason, now)
+        log.info("delivery dead: its attempts were cut short", extra=claim.log_ids)
 
 
 async def _deliver(claim: Claim, state: PassState) -> None:
@@ -55,6 +99,9 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         await state.completer.write(store.Outcome(claim, state.now(), "skipped", reason, reason))
         state.stats["skipped"] += 1
         log.info("delivery skipped", extra={**claim.log_ids, "detail": {"reason": reason}})
+        return
+    if claim.attempts >= claim.max_attempts:
+        await _exhausted(claim, state)
         return
     if claim.over_quota:
         async with state.services.db.connection() as conn:
@@ -73,7 +120,6 @@ async def _deliver(claim: Claim, state: PassState) -> None:
             if not await breaker.take_probe(claim, destination):
                 return
             probe = breaker.failing(destination)
-        adapter = ADAPTERS[claim.channel]
         ctx = DeliveryContext(
             delivery_id=claim.id,
             secret=claim.secret,
@@ -85,7 +131,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         )
         async with state.sends:
             started_at, started = state.now(), time.monotonic()
-            result = await adapter.deliver(claim.target, claim.payload, ctx)
+            result = await _send(claim, ctx)
             duration_ms = round((time.monotonic() - started) * 1000)
         await _record(
             claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
@@ -135,6 +181,17 @@ async def _record(
         await breaker.failed(blamed, now=now, probe=probe)
     elif claim.destination_id is not None and result.ok:
         await breaker.succeeded(claim.destination_id, now=now)
+    if claim.destination_id is not None and (result.ok or blamed is not None):
+        # An answer (or its absence) from the destination: its latency sets its limit.
+        opts = state.options
+        await limits.adapt(
+            state.services.db,
+            claim.destination_id,
+            claim.destination_send_limit,
+            latency=duration_ms / 1000,
+            ceiling=opts.per_destination,
+            slow_send=opts.slow_send,
+        )
 
 
 async def _alert(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:

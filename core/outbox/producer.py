@@ -15,6 +15,9 @@ from core.platform.logs import log
 if TYPE_CHECKING:
     from core.outbox.worker import PassState
 
+# Seconds between claims while sends are in flight and nothing was due.
+POLL = 0.2
+
 
 class Producer:
     """The claim loop of one pass and the sends it started."""
@@ -43,15 +46,20 @@ class Producer:
                 continue
             async with state.services.db.connection() as conn:
                 claims = await store.claim_due(
-                    conn, now=state.now(), limit=min(opts.batch, room), lease=opts.lease
+                    conn,
+                    now=state.now(),
+                    limit=min(opts.batch, room),
+                    lease=opts.lease,
+                    per_destination=opts.per_destination,
                 )
             state.stats["claimed"] += len(claims)
             if not claims:
                 if not tasks:
                     break
                 # Sends in flight may make more rows due (a probe's success releases its
-                # destination's backlog): look again shortly.
-                await asyncio.wait(tasks, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                # destination's backlog, an answer frees a busy destination's room), and
+                # new ones come due: look again shortly.
+                await asyncio.wait(tasks, timeout=POLL, return_when=asyncio.FIRST_COMPLETED)
                 continue
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
@@ -80,9 +88,12 @@ class Producer:
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
+        claims = [self._claim_of[task] for task in late]
         async with state.services.db.connection() as conn:
-            for task in late:
-                claim = self._claim_of[task]
-                if await store.release(conn, claim, now=state.now(), detail="pass_ended"):
-                    state.stats["given_back"] += 1
-                    log.info("claim given back at the end of the pass", extra=claim.log_ids)
+            given = set(
+                await store.give_back_claims(conn, claims, now=state.now(), detail="pass_ended")
+            )
+        for claim in claims:
+            if claim.id in given:
+                state.stats["given_back"] += 1
+                log.info("claim given back at the end of the pass", extra=claim.log_ids)

@@ -46,6 +46,8 @@ class Claim:
     destination_health: str | None
     destination_probe_after: datetime | None
     destination_failures: int | None
+    # The destination's adaptive limit of sends in flight (None: the worker's default).
+    destination_send_limit: int | None
     over_quota: bool
 
     def __repr__(self) -> str:  # the secret never reaches a log line or a traceback
@@ -64,9 +66,20 @@ class Claim:
 
 
 async def claim_due(
-    conn: Conn, *, now: datetime, limit: int, lease: timedelta, max_orgs: int | None = None
+    conn: Conn,
+    *,
+    now: datetime,
+    limit: int,
+    lease: timedelta,
+    per_destination: int = 8,
+    max_orgs: int | None = None,
 ) -> list[Claim]:
-    """Claim up to `limit` due deliveries (or expired leases) into `sending` (one statement)."""
+    """Claim up to `limit` due deliveries (or expired leases) into `sending` (one statement).
+
+    Fair across organizations and their destinations; never more of a destination than its
+    limit of sends in flight (at most `per_destination`) leaves free now. Each claim spends
+    an attempt (`Claim.attempts` counts those spent before it).
+    """
     async with conn.transaction():
         # A large table inflates the estimates past `jit_above_cost`, and compiling the
         # plan would cost more than running it (~100 ms against a few).
@@ -77,6 +90,7 @@ async def claim_due(
                 "now": now,
                 "limit": limit,
                 "max_orgs": max_orgs or limit,
+                "per_destination": per_destination,
                 "lease": lease,
                 "limits": _LIMITS,
                 "month": month_of(now),
@@ -106,6 +120,7 @@ async def claim_due(
             destination_health=row["destination_health"],
             destination_probe_after=row["destination_probe_after"],
             destination_failures=row["destination_failures"],
+            destination_send_limit=row["destination_send_limit"],
             over_quota=row["over_quota"],
         )
         for row in rows
@@ -125,8 +140,9 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What became of a claim, as `finish` writes it: `attempt` when a send was made (it
-    spends one), `event` (with `event_data`) when the outcome appends one."""
+    """What became of a claim, as `finish` writes it: `attempt` when a send was made (the
+    claim's attempt stays spent; without one it is given back), `event` (with
+    `event_data`) when the outcome appends one."""
 
     claim: Claim
     now: datetime
@@ -181,6 +197,22 @@ async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
     return [(o.claim.id, o.claim.claim_token) in written for o in outcomes]
 
 
+async def give_back_claims(
+    conn: Conn, claims: Sequence[Claim], *, now: datetime, detail: str
+) -> list[str]:
+    """Return claims to `pending` (`failed` when attempts were spent before), due again at
+    once, and un-spend the attempt each claim spent: for sends stopped before they could answer (a
+    pass out of budget, a worker shutting down). Fenced by claim token; returns the ids
+    given back."""
+    if not claims:
+        return []
+    rows = [{"id": c.id, "claim_token": str(c.claim_token)} for c in claims]
+    cur = await conn.execute(
+        queries["give_back_claims"], {"claims": json.dumps(rows), "now": now, "detail": detail}
+    )
+    return [row["id"] for row in await cur.fetchall()]
+
+
 async def release(
     conn: Conn,
     claim: Claim,
@@ -191,7 +223,7 @@ async def release(
     next_attempt_at: datetime | None = None,
     detail: str,
 ) -> bool:
-    """Give a claim back without spending an attempt (held for quota, or throttled)."""
+    """Give a claim back with its attempt unspent (held for quota, or throttled)."""
     cur = await conn.execute(
         queries["release_claim"],
         {
@@ -264,3 +296,15 @@ async def probe_window_end(conn: Conn, destination_id: str) -> tuple[bool, datet
     if row is None:
         return False, None
     return row["health"] == "failing", row["probe_after"]
+
+
+async def adapt_send_limit(
+    conn: Conn, destination_id: str, *, target: int, ceiling: int
+) -> int | None:
+    """Move a destination's limit of sends in flight toward `target`: down at once, up by
+    one (None once it reaches `ceiling`, the worker's default). Returns the new limit."""
+    cur = await conn.execute(
+        queries["adapt_send_limit"], {"id": destination_id, "target": target, "ceiling": ceiling}
+    )
+    row = await cur.fetchone()
+    return None if row is None else row["send_limit"]

@@ -34,7 +34,10 @@ class WorkerOptions:
 
     batch: int = 200
     concurrency: int = 32
+    # Sends in flight per destination at most; a destination answering slower than
+    # `slow_send` seconds gets fewer (core/outbox/limits.py).
     per_destination: int = 8
+    slow_send: float = 1.0
     lease: timedelta = timedelta(minutes=5)
     timeout: float = 10.0
     # Time kept back at the end of the budget to write the last outcomes.

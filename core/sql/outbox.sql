@@ -1,73 +1,193 @@
 -- name: claim_due
--- Claim due deliveries (and expired leases) into `sending`, round-robin across organizations.
--- Each organization with due rows is visited once (a skip scan over deliveries_org_due_idx,
--- at most %(max_orgs)s of them) and gives at most 4 x limit / organizations candidates, so
--- a batch fills up whatever the skew while the candidates stay O(limit + organizations);
--- candidates are taken by turn (every organization's first, then every second…), so a
--- backlog cannot crowd out another tenant's single delivery.
-WITH RECURSIVE orgs AS (
-    (SELECT organization_id FROM deliveries
-      WHERE status IN ('pending', 'failed') AND NOT held AND next_attempt_at <= %(now)s
-      ORDER BY organization_id LIMIT 1)
+-- Claim due deliveries (and expired leases) into `sending`, fair across organizations and
+-- across destinations within each, never more of a destination than its limit of sends in
+-- flight allows now.
+-- Organizations with due rows are visited once each (a skip scan over
+-- deliveries_org_due_idx), at most %(max_orgs)s of them, starting after the one the last
+-- claim visited last (outbox_claim_cursor), so with more organizations due than a claim
+-- visits each gets its turn. Within an organization the due destinations are visited the
+-- same way; a destination whose sends in flight (live leases) fill its limit is passed
+-- over, and each other one gives at most its free room. Candidates are taken by turn
+-- (every organization's first, then every second…, a destination's rows alternating with
+-- its siblings'), so a backlog, of a tenant or of a slow destination, crowds out no one.
+-- Claiming spends an attempt (a crash or an expired lease counts); an expired lease's lost
+-- attempt is recorded as `interrupted`. Outcomes that make no send give the attempt back.
+WITH RECURSIVE start AS MATERIALIZED (
+    SELECT coalesce(visited_org, '') AS after FROM outbox_claim_cursor
+),
+after_start AS (
+    (SELECT d.organization_id FROM deliveries d
+      WHERE d.status IN ('pending', 'failed') AND NOT d.held AND d.next_attempt_at <= %(now)s
+        AND d.organization_id > (SELECT after FROM start)
+      ORDER BY d.organization_id LIMIT 1)
     UNION ALL
     SELECT (SELECT d.organization_id FROM deliveries d
              WHERE d.status IN ('pending', 'failed') AND NOT d.held
-               AND d.next_attempt_at <= %(now)s AND d.organization_id > orgs.organization_id
+               AND d.next_attempt_at <= %(now)s AND d.organization_id > o.organization_id
              ORDER BY d.organization_id LIMIT 1)
-      FROM orgs WHERE orgs.organization_id IS NOT NULL
+      FROM after_start o WHERE o.organization_id IS NOT NULL
+),
+up_to_start AS (
+    (SELECT d.organization_id FROM deliveries d
+      WHERE d.status IN ('pending', 'failed') AND NOT d.held AND d.next_attempt_at <= %(now)s
+      ORDER BY d.organization_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.organization_id FROM deliveries d
+             WHERE d.status IN ('pending', 'failed') AND NOT d.held
+               AND d.next_attempt_at <= %(now)s AND d.organization_id > o.organization_id
+             ORDER BY d.organization_id LIMIT 1)
+      FROM up_to_start o WHERE o.organization_id < (SELECT after FROM start)
 ),
 org_list AS MATERIALIZED (
-    SELECT organization_id FROM orgs WHERE organization_id IS NOT NULL LIMIT %(max_orgs)s
+    SELECT organization_id, row_number() OVER () AS visit FROM (
+        (SELECT organization_id FROM after_start
+          WHERE organization_id IS NOT NULL LIMIT %(max_orgs)s)
+        UNION ALL
+        (SELECT organization_id FROM up_to_start
+          WHERE organization_id IS NOT NULL AND organization_id <= (SELECT after FROM start)
+          LIMIT %(max_orgs)s)
+        LIMIT %(max_orgs)s) visited
 ),
-due AS (
-    SELECT c.id, c.organization_id, c.next_attempt_at AS due_at
+share AS MATERIALIZED (
+    -- Candidates an organization may give: 4 x limit shared out, so the batch fills up
+    -- whatever the skew while the candidates stay O(limit + organizations).
+    SELECT least(%(limit)s, ceil(4 * %(limit)s::numeric / greatest(count(*), 1)))::integer AS n
+      FROM org_list
+),
+dests AS MATERIALIZED (
+    SELECT o.organization_id, w.destination_id, w.room
       FROM org_list o
      CROSS JOIN LATERAL (
-        SELECT d.id, d.organization_id, d.next_attempt_at FROM deliveries d
-         WHERE d.organization_id = o.organization_id
-           AND d.status IN ('pending', 'failed') AND NOT d.held
-           AND d.next_attempt_at <= %(now)s
-         ORDER BY d.next_attempt_at
-         LIMIT (SELECT least(%(limit)s, ceil(4 * %(limit)s::numeric / greatest(count(*), 1)))
-                  FROM org_list)) c
+        WITH RECURSIVE walk AS (
+            (SELECT d.destination_id FROM deliveries d
+              WHERE d.organization_id = o.organization_id AND d.destination_id IS NOT NULL
+                AND d.status IN ('pending', 'failed') AND NOT d.held
+                AND d.next_attempt_at <= %(now)s
+              ORDER BY d.destination_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.destination_id FROM deliveries d
+                     WHERE d.organization_id = o.organization_id
+                       AND d.destination_id > w.destination_id
+                       AND d.status IN ('pending', 'failed') AND NOT d.held
+                       AND d.next_attempt_at <= %(now)s
+                     ORDER BY d.destination_id LIMIT 1)
+              FROM walk w WHERE w.destination_id IS NOT NULL
+        )
+        SELECT w.destination_id, r.room
+          FROM walk w
+         CROSS JOIN LATERAL (
+            SELECT (SELECT least(coalesce(t.send_limit, %(per_destination)s), %(per_destination)s)
+                      FROM destinations t WHERE t.id = w.destination_id)
+                   - (SELECT count(*) FROM deliveries f
+                       WHERE f.destination_id = w.destination_id AND f.status = 'sending'
+                         AND f.claimed_until >= %(now)s) AS room) r
+         WHERE w.destination_id IS NOT NULL AND r.room > 0
+         LIMIT (SELECT n FROM share)) w
+),
+due AS (
+    SELECT c.id, c.organization_id, c.destination_id, c.due_at,
+           row_number() OVER (PARTITION BY c.organization_id ORDER BY c.nth, c.due_at) AS turn
+      FROM (
+        SELECT d.* FROM dests x
+         CROSS JOIN LATERAL (
+            SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at,
+                   row_number() OVER (ORDER BY d.next_attempt_at) AS nth
+              FROM deliveries d
+             WHERE d.organization_id = x.organization_id AND d.destination_id = x.destination_id
+               AND d.status IN ('pending', 'failed') AND NOT d.held
+               AND d.next_attempt_at <= %(now)s
+             ORDER BY d.next_attempt_at
+             LIMIT least(x.room, (SELECT n FROM share))) d
+        UNION ALL
+        -- Acknowledgement emails have no destination, and no destination's limit.
+        SELECT d.* FROM org_list o
+         CROSS JOIN LATERAL (
+            SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at,
+                   row_number() OVER (ORDER BY d.next_attempt_at) AS nth
+              FROM deliveries d
+             WHERE d.organization_id = o.organization_id AND d.destination_id IS NULL
+               AND d.status IN ('pending', 'failed') AND NOT d.held
+               AND d.next_attempt_at <= %(now)s
+             ORDER BY d.next_attempt_at
+             LIMIT (SELECT n FROM share)) d) c
 ),
 expired AS (
-    SELECT id, organization_id, claimed_until AS due_at FROM deliveries
+    SELECT id, organization_id, destination_id, claimed_until AS due_at, 0::bigint AS turn
+      FROM deliveries
      WHERE status = 'sending' AND claimed_until < %(now)s
      ORDER BY claimed_until LIMIT %(limit)s
 ),
+candidates AS MATERIALIZED (
+    SELECT id, organization_id, destination_id, due_at, turn FROM due
+    UNION ALL
+    SELECT id, organization_id, destination_id, due_at, turn FROM expired
+),
+rooms AS MATERIALIZED (
+    -- Expired leases come on top of a destination's due rows: the limit holds for both.
+    SELECT x.destination_id,
+           (SELECT least(coalesce(t.send_limit, %(per_destination)s), %(per_destination)s)
+              FROM destinations t WHERE t.id = x.destination_id)
+           - (SELECT count(*) FROM deliveries f
+               WHERE f.destination_id = x.destination_id AND f.status = 'sending'
+                 AND f.claimed_until >= %(now)s) AS room
+      FROM (SELECT DISTINCT destination_id FROM candidates
+             WHERE destination_id IS NOT NULL) x
+),
 ranked AS (
-    SELECT id, due_at,
-           row_number() OVER (PARTITION BY organization_id ORDER BY due_at) AS turn
-      FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) candidates
+    SELECT c.id, c.turn, c.due_at
+      FROM (SELECT c.*, row_number() OVER (PARTITION BY c.destination_id
+                                           ORDER BY c.turn, c.due_at) AS nth
+              FROM candidates c) c
+      LEFT JOIN rooms r ON r.destination_id = c.destination_id
+     WHERE c.destination_id IS NULL OR c.nth <= r.room
 ),
 picked AS (
     -- One primary-key probe per candidate, in turn order, until the batch is full: the
     -- size of the table (its sent history) never enters the claim.
-    SELECT l.id
+    SELECT l.id, l.status AS was, l.claim_token AS lost_token, l.claimed_until AS lost_until
       FROM (SELECT id, turn, due_at FROM ranked ORDER BY turn, due_at) r
      CROSS JOIN LATERAL (
-        SELECT d.id FROM deliveries d WHERE d.id = r.id FOR UPDATE SKIP LOCKED) l
+        SELECT d.id, d.status, d.claim_token, d.claimed_until
+          FROM deliveries d WHERE d.id = r.id FOR UPDATE SKIP LOCKED) l
      LIMIT %(limit)s
 ),
 claimed AS (
     -- Re-checked under the lock: another worker may have claimed a row since our snapshot.
     UPDATE deliveries d
-       SET status = 'sending', claim_token = gen_random_uuid(),
+       SET status = 'sending', attempts = d.attempts + 1, claim_token = gen_random_uuid(),
            claimed_until = %(now)s + %(lease)s, updated_at = %(now)s
       FROM picked
      WHERE d.id = picked.id
        AND ((d.status IN ('pending', 'failed') AND NOT d.held AND d.next_attempt_at <= %(now)s)
             OR (d.status = 'sending' AND d.claimed_until < %(now)s))
-    RETURNING d.*
+    RETURNING d.*, CASE WHEN picked.was = 'sending' THEN picked.lost_token END AS lost_token,
+              picked.lost_until
+),
+interrupted AS (
+    -- The attempt a crash or a lost lease cut short: spent, with no answer.
+    INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,
+                                   started_at, duration_ms, outcome, error_class)
+    SELECT c.organization_id, c.id, greatest(c.attempts - 1, 1), c.lost_token,
+           c.lost_until - %(lease)s, 0, 'failed', 'interrupted'
+      FROM claimed c
+     WHERE c.lost_token IS NOT NULL
+),
+moved AS (
+    -- The next claim starts after the last organization this one visited; a claim running
+    -- at the same moment leaves the cursor to this one rather than wait for it.
+    UPDATE outbox_claim_cursor
+       SET visited_org = (SELECT organization_id FROM org_list ORDER BY visit DESC LIMIT 1)
+     WHERE id IN (SELECT id FROM outbox_claim_cursor FOR UPDATE SKIP LOCKED)
+       AND EXISTS (SELECT 1 FROM org_list)
 )
 SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.channel,
-       c.attempts, c.max_attempts, c.claim_token, c.payload, c.target, c.template,
-       c.secret_version, ds.secret, s.form_id,
+       c.attempts - 1 AS attempts, c.max_attempts, c.claim_token, c.payload, c.target,
+       c.template, c.secret_version, ds.secret, s.form_id,
        s.erased_at, s.erase_at, dst.deleted_at AS destination_deleted_at,
        dst.enabled AS destination_enabled, dst.health AS destination_health,
        dst.probe_after AS destination_probe_after,
        dst.consecutive_failures AS destination_failures,
+       dst.send_limit AS destination_send_limit,
        (s.id IS NOT NULL AND 'over_quota' = ANY (s.flags)
         AND coalesce(u.submissions, 0) > (%(limits)s::jsonb ->> o.plan)::integer)
            IS TRUE AS over_quota
@@ -91,15 +211,23 @@ WITH o AS MATERIALIZED (
         attempt integer, started_at timestamptz, duration_ms integer, http_status integer,
         error_class text, excerpt text, event text, event_data jsonb)
 ),
+locked AS MATERIALIZED (
+    -- Rows locked in id order, so two workers' overlapping groups cannot deadlock.
+    SELECT d.id FROM deliveries d JOIN o ON o.id = d.id
+     ORDER BY d.id
+       FOR NO KEY UPDATE OF d
+),
 done AS (
+    -- The claim spent an attempt; an outcome without a send (`spent` 0) gives it back.
     UPDATE deliveries d
-       SET status = o.status, attempts = d.attempts + o.spent,
+       SET status = o.status, attempts = greatest(d.attempts - 1 + o.spent, 0),
            next_attempt_at = coalesce(o.next_attempt_at, d.next_attempt_at),
            reason = o.reason, last_detail = o.detail,
            sent_at = CASE WHEN o.status = 'sent' THEN o.now ELSE d.sent_at END,
            claim_token = NULL, claimed_until = NULL, throttled = false, updated_at = o.now
       FROM o
      WHERE d.id = o.id AND d.claim_token = o.claim_token AND d.status = 'sending'
+       AND d.id IN (SELECT id FROM locked)
     RETURNING d.id, o.claim_token, d.organization_id, d.attempts
 ),
 attempt AS (
@@ -125,15 +253,37 @@ event AS (
 SELECT id, claim_token FROM done
 
 -- name: release_claim
--- Give a claimed row back without spending an attempt: held for quota, or pushed back
+-- Give a claimed row back with the claim's attempt unspent: held for quota, or pushed back
 -- behind a failing destination's probe (fenced like an outcome).
 UPDATE deliveries
-   SET status = CASE WHEN attempts > 0 THEN 'failed' ELSE 'pending' END,
+   SET status = CASE WHEN attempts > 1 THEN 'failed' ELSE 'pending' END,
+       attempts = greatest(attempts - 1, 0),
        held = %(held)s, throttled = %(throttled)s,
        next_attempt_at = greatest(next_attempt_at, %(next_attempt_at)s),
        last_detail = %(detail)s, claim_token = NULL, claimed_until = NULL, updated_at = %(now)s
  WHERE id = %(id)s AND claim_token = %(claim_token)s AND status = 'sending'
 RETURNING id
+
+-- name: give_back_claims
+-- Give claims back at once, due again as they were, with the claim's attempt unspent (a pass ending with
+-- sends in flight, a worker shutting down); each fenced by its token, locked in id order.
+-- %(claims)s: a JSON array of {id, claim_token}.
+WITH g AS MATERIALIZED (
+    SELECT * FROM jsonb_to_recordset(%(claims)s::jsonb) AS g (id text, claim_token uuid)
+),
+locked AS MATERIALIZED (
+    SELECT d.id FROM deliveries d JOIN g ON g.id = d.id
+     ORDER BY d.id
+       FOR NO KEY UPDATE OF d
+)
+UPDATE deliveries d
+   SET status = CASE WHEN d.attempts > 1 THEN 'failed' ELSE 'pending' END,
+       attempts = greatest(d.attempts - 1, 0),
+       last_detail = %(detail)s, claim_token = NULL, claimed_until = NULL, updated_at = %(now)s
+  FROM g
+ WHERE d.id = g.id AND d.claim_token = g.claim_token AND d.status = 'sending'
+   AND d.id IN (SELECT id FROM locked)
+RETURNING d.id
 
 -- name: release_held
 -- Un-hold the deliveries of organizations no longer over their monthly quota (an upgrade,
@@ -197,3 +347,14 @@ RETURNING probe_after
 -- name: destination_probe_after
 -- When a failing destination's current probe window ends.
 SELECT health, probe_after FROM destinations WHERE id = %(id)s
+
+-- name: adapt_send_limit
+-- Move a destination's limit of sends in flight toward `target` (the limit its latency
+-- allows): down at once, up one step per answer; null again at the worker's default.
+UPDATE destinations
+   SET send_limit = CASE
+           WHEN coalesce(send_limit, %(ceiling)s) > %(target)s THEN %(target)s
+           WHEN send_limit + 1 >= %(ceiling)s THEN NULL
+           ELSE send_limit + 1 END
+ WHERE id = %(id)s AND coalesce(send_limit, %(ceiling)s) <> %(target)s
+RETURNING send_limit

@@ -42,7 +42,10 @@ async def test_claim_due__fair_across_organizations(conn: Conn) -> None:
         target={"url": "http://127.0.0.1:9/"},
         next_attempt_at=now,
     )
-    claims = await outbox.claim_due(conn, now=now, limit=200, lease=timedelta(minutes=5))
+    # A destination limit as wide as the batch: only the organizations' fairness is at play.
+    claims = await outbox.claim_due(
+        conn, now=now, limit=200, lease=timedelta(minutes=5), per_destination=200
+    )
     assert len(claims) == 200
     assert only in {claim.id for claim in claims}
     assert sum(claim.organization_id == big.org for claim in claims) == 199
@@ -64,14 +67,15 @@ async def test_claim_due__skips_rows_another_claim_holds_and_reclaims_expired_le
         conn, tenant, form, dst, rte, count=10, url="http://127.0.0.1:9/", due=now
     )
     lease = timedelta(seconds=30)
-    first = await outbox.claim_due(conn, now=now, limit=6, lease=lease)
-    second = await outbox.claim_due(conn, now=now, limit=6, lease=lease)
+    first = await outbox.claim_due(conn, now=now, limit=6, lease=lease, per_destination=20)
+    second = await outbox.claim_due(conn, now=now, limit=6, lease=lease, per_destination=20)
     assert len(first) == 6 and len(second) == 4
     assert not {c.id for c in first} & {c.id for c in second}
-    assert (
-        await outbox.claim_due(conn, now=now + timedelta(seconds=29), limit=20, lease=lease) == []
+    later = now + timedelta(seconds=29)
+    assert await outbox.claim_due(conn, now=later, limit=20, lease=lease) == []
+    again = await outbox.claim_due(
+        conn, now=now + timedelta(seconds=31), limit=20, lease=lease, per_destination=20
     )
-    again = await outbox.claim_due(conn, now=now + timedelta(seconds=31), limit=20, lease=lease)
     assert {c.id for c in again} == {c.id for c in first + second}
     assert not {c.claim_token for c in again} & {c.claim_token for c in first + second}
 
@@ -94,8 +98,10 @@ async def test_finish__fenced_by_the_claim_token(conn: Conn) -> None:
         conn, [outbox.Outcome(old, now, "dead", reason="http_404", detail="x", attempt=attempt)]
     ) == [False]
     row = await delivery(conn, dlv)
-    assert (row["status"], row["attempts"], row["reason"]) == ("sent", 1, None)
-    assert [a["outcome"] for a in await attempts(conn, dlv)] == ["sent", "fenced"]
+    # The lost lease's attempt counts (recorded `interrupted` by the second claim).
+    assert (row["status"], row["attempts"], row["reason"]) == ("sent", 2, None)
+    history = [(a["attempt"], a["outcome"], a["error_class"]) for a in await attempts(conn, dlv)]
+    assert history == [(1, "failed", "interrupted"), (2, "sent", None), (1, "fenced", None)]
 
 
 async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn: Conn) -> None:
@@ -132,8 +138,8 @@ async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn:
     )
     assert won == [False, True, True]
     row = await delivery(conn, lost)
-    assert (row["status"], row["attempts"], row["claim_token"]) == ("sent", 1, None)
-    assert [a["outcome"] for a in await attempts(conn, lost)] == ["fenced", "sent"]
+    assert (row["status"], row["attempts"], row["claim_token"]) == ("sent", 2, None)
+    assert [a["outcome"] for a in await attempts(conn, lost)] == ["failed", "fenced", "sent"]
     row = await delivery(conn, other)
     assert (row["status"], row["attempts"], row["last_detail"]) == ("failed", 1, "http_503")
     assert row["next_attempt_at"] == later + timedelta(minutes=1)
