@@ -1,7 +1,9 @@
 """The text of a submission as people read it: email and Telegram text, chat messages, digests.
 
 One line per field in the form's order as `label: value`; booleans `Yes`/`No`; empty `—`;
-the last line names the receipt, the form and the arrival time.
+the last line names the receipt, the form and the arrival time. Values nested deeper than
+MAX_DEPTH show `…` in place of what lies below, so no value can make rendering recurse
+without bound.
 """
 
 from __future__ import annotations
@@ -13,11 +15,28 @@ from typing import Any
 from core.destinations.templates import format_value, render
 
 DEFAULT_SUBJECT = "New form submission"
+# Levels of lists and objects inside a field's value that the text shows.
+MAX_DEPTH = 8
+CUT = "…"
+
+
+def capped(value: Any, depth: int = MAX_DEPTH) -> Any:
+    """`value` with every list or object nested below `depth` levels replaced by `…`.
+
+    Its recursion is bounded by `depth`, whatever the nesting of `value`.
+    """
+    if isinstance(value, list):
+        return [capped(item, depth - 1) for item in value] if depth > 0 else CUT
+    if isinstance(value, dict):
+        return {key: capped(item, depth - 1) for key, item in value.items()} if depth > 0 else CUT
+    return value
 
 
 def _field_values(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Values with attachment fields shown by their file names."""
-    values: dict[str, Any] = dict(payload.get("values") or {})
+    """Values (depth-capped) with attachment fields shown by their file names."""
+    values: dict[str, Any] = {
+        str(name): capped(value) for name, value in dict(payload.get("values") or {}).items()
+    }
     for name, files in (payload.get("attachments") or {}).items():
         if isinstance(files, list):
             values[name] = [str(f.get("name", "file")) for f in files if isinstance(f, dict)]

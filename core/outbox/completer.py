@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
+
 from core.outbox import store
 from core.platform.db import Database
+from core.platform.errors import Unavailable
+from core.platform.logs import log
+
+# Tries of one group's write when the database fails it transiently (a dropped
+# connection, a deadlock victim, a moment without a connection), and the first wait
+# between them (doubling).
+WRITE_TRIES = 4
+RETRY_WAIT = 0.1
+
+# What a retry can cure: the pool's "database unavailable" (connection errors come
+# through as this) and Postgres's own transient failures.
+_TRANSIENT = (Unavailable, psycopg.OperationalError)
 
 
 class Completer:
@@ -30,26 +44,42 @@ class Completer:
             while self._waiting:
                 group, self._waiting = self._waiting, []
                 try:
-                    # One connection while groups keep coming (no pool check before each).
-                    async with self._db.connection() as conn:
-                        while True:
-                            won = await store.finish(conn, [outcome for outcome, _ in group])
-                            for (_, written), result in zip(group, won, strict=True):
-                                # Done already when its send's task was cancelled: written
-                                # all the same.
-                                if not written.done():
-                                    written.set_result(result)
-                            if not self._waiting:
-                                break
-                            group, self._waiting = self._waiting, []
+                    won = await self._finish([outcome for outcome, _ in group])
                 except Exception as exc:
-                    # Each send's task logs it; the claims stay `sending` until their lease
-                    # expires, then another pass retries them.
+                    # Given up (each send's task logs it): the claims stay `sending` until
+                    # their lease expires; the attempts they spent count.
                     for _, written in group:
                         if not written.done():
                             written.set_exception(exc)
+                    continue
+                for (_, written), result in zip(group, won, strict=True):
+                    # Done already when its send's task was cancelled: written all the same.
+                    if not written.done():
+                        written.set_result(result)
         finally:
             self._writer = None
+
+    async def _finish(self, outcomes: list[store.Outcome]) -> list[bool]:
+        """One group's write (one atomic statement), tried again on a transient failure.
+
+        A write that committed but whose answer was lost finds, on its retry, the claims'
+        tokens cleared: those outcomes read as fenced (the attempt is recorded once more,
+        as `fenced`), and the delivery keeps the outcome written first.
+        """
+        wait = RETRY_WAIT
+        for _ in range(WRITE_TRIES - 1):
+            try:
+                async with self._db.connection() as conn:
+                    return await store.finish(conn, outcomes)
+            except _TRANSIENT as exc:
+                log.warning(
+                    "outcome write failed, trying again",
+                    extra={"detail": {"error": type(exc.__cause__ or exc).__name__}},
+                )
+                await asyncio.sleep(wait)
+                wait *= 2
+        async with self._db.connection() as conn:
+            return await store.finish(conn, outcomes)
 
     async def close(self) -> None:
         """Wait for the outcomes still being written (the end of a pass)."""

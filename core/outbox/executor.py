@@ -133,6 +133,18 @@ async def _deliver(claim: Claim, state: PassState) -> None:
             started_at, started = state.now(), time.monotonic()
             result = await _send(claim, ctx)
             duration_ms = round((time.monotonic() - started) * 1000)
+        if destination is not None and (result.ok or counts_against(result)):
+            # An answer (or its absence) from the destination: its latency sets its limit,
+            # before the outcome frees this send's room for the next claim.
+            opts = state.options
+            await limits.adapt(
+                state.services.db,
+                destination,
+                claim.destination_send_limit,
+                latency=duration_ms / 1000,
+                ceiling=opts.per_destination,
+                slow_send=opts.slow_send,
+            )
         await _record(
             claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
         )
@@ -181,17 +193,6 @@ async def _record(
         await breaker.failed(blamed, now=now, probe=probe)
     elif claim.destination_id is not None and result.ok:
         await breaker.succeeded(claim.destination_id, now=now)
-    if claim.destination_id is not None and (result.ok or blamed is not None):
-        # An answer (or its absence) from the destination: its latency sets its limit.
-        opts = state.options
-        await limits.adapt(
-            state.services.db,
-            claim.destination_id,
-            claim.destination_send_limit,
-            latency=duration_ms / 1000,
-            ceiling=opts.per_destination,
-            slow_send=opts.slow_send,
-        )
 
 
 async def _alert(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:

@@ -44,6 +44,9 @@ class Producer:
             if tasks and room < opts.concurrency:
                 await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 continue
+            # Sends in flight when the claim began: their destinations' room may have been
+            # full for it, and may be free by the time it answers.
+            sending = bool(tasks)
             async with state.services.db.connection() as conn:
                 claims = await store.claim_due(
                     conn,
@@ -54,12 +57,13 @@ class Producer:
                 )
             state.stats["claimed"] += len(claims)
             if not claims:
-                if not tasks:
+                if not sending:
                     break
                 # Sends in flight may make more rows due (a probe's success releases its
                 # destination's backlog, an answer frees a busy destination's room), and
-                # new ones come due: look again shortly.
-                await asyncio.wait(tasks, timeout=POLL, return_when=asyncio.FIRST_COMPLETED)
+                # new ones come due: look again shortly (at once if they have all ended).
+                if tasks:
+                    await asyncio.wait(tasks, timeout=POLL, return_when=asyncio.FIRST_COMPLETED)
                 continue
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))

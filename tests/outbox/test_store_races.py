@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import timedelta
@@ -17,34 +15,12 @@ from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from tests.outbox.processes import wait_exit, worker
 from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
-from tests.support.cli import subprocess_env
 from tests.support.peers import Answer, Request, receiver
 from tests.support.records import attempts, delivery
 
 pytestmark = pytest.mark.slow
-
-
-def _worker(db_url: str, budget: float = 120) -> subprocess.Popen[bytes]:
-    env = subprocess_env(
-        POSTBAG_DATABASE_URL=db_url,
-        POSTBAG_ALLOW_PRIVATE_TARGETS="true",
-        POSTBAG_LOG_LEVEL="WARNING",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "local.cli", "tick", "deliver", "--budget", str(budget)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-async def _wait(processes: list[subprocess.Popen[bytes]], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-    for process in processes:
-        assert process.poll() == 0, "a worker failed or hung"
 
 
 async def test_races__four_workers_deliver_each_exactly_once(db_url: str, conn: Conn) -> None:
@@ -52,8 +28,8 @@ async def test_races__four_workers_deliver_each_exactly_once(db_url: str, conn: 
         tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
         dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         await make_deliveries(conn, tenant, form, dst, rte, count=5000, url=peer.url, due=utcnow())
-        workers = [_worker(db_url) for _ in range(4)]
-        await _wait(workers, timeout=150)
+        workers = [worker(db_url) for _ in range(4)]
+        await wait_exit(workers, timeout=150)
     seen = Counter(request.headers["webhook-id"] for request in peer.requests)
     assert len(seen) == 5000
     assert max(seen.values()) == 1
@@ -112,12 +88,12 @@ async def test_races__kill_9_mid_pass_loses_nothing(
         tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
         dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
         await make_deliveries(conn, tenant, form, dst, rte, count=1000, url=peer.url, due=utcnow())
-        worker = _worker(db_url)
+        process = worker(db_url)
         deadline = time.monotonic() + 60
         while len(peer.requests) < 100 and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        os.kill(worker.pid, signal.SIGKILL)
-        worker.wait()
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
         cur = await conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'sending') AS sending,"
             " count(*) FILTER (WHERE status = 'sent') AS sent FROM deliveries"
