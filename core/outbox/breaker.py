@@ -65,16 +65,19 @@ class Breaker:
                 self._failing[destination] = False
                 return True
             # Parked: the probe's success releases it at once; if no probe ever succeeds it
-            # comes back after the longest backoff, like any retry.
+            # comes back after the longest backoff, like any retry. The rest of the
+            # destination's due backlog is parked with it, rather than claimed to be parked.
+            until = self._now() + timedelta(seconds=MAX_DELAY)
             await store.release(
                 conn,
                 claim,
                 now=self._now(),
                 throttled=True,
-                next_attempt_at=self._now() + timedelta(seconds=MAX_DELAY),
+                next_attempt_at=until,
                 detail="destination_failing",
             )
-        self._stats["throttled"] += 1
+            parked = await store.park_due(conn, destination, now=self._now(), until=until)
+        self._stats["throttled"] += 1 + parked
         return False
 
     async def probe_failed(self, destination: str, *, now: datetime) -> datetime | None:

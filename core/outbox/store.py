@@ -273,6 +273,14 @@ async def promote_parked(conn: Conn, destination_id: str, *, at: datetime, now: 
     await conn.execute(queries["promote_parked"], {"id": destination_id, "at": at, "now": now})
 
 
+async def park_due(conn: Conn, destination_id: str, *, now: datetime, until: datetime) -> int:
+    """Park the due deliveries of a failing destination in one statement; returns how many."""
+    cur = await conn.execute(
+        queries["park_due"], {"id": destination_id, "now": now, "until": until}
+    )
+    return cur.rowcount
+
+
 async def destination_succeeded(conn: Conn, destination_id: str, *, now: datetime) -> int:
     """Restore a destination after a success; returns how many deliveries it released."""
     cur = await conn.execute(queries["destination_succeeded"], {"id": destination_id})

@@ -322,6 +322,23 @@ UPDATE deliveries
               WHERE destination_id = %(id)s AND throttled AND status IN ('pending', 'failed')
               ORDER BY next_attempt_at, id LIMIT 1)
 
+-- name: park_due
+-- Park every due delivery of a failing destination at once (not one claim at a time): due
+-- again at %(until)s at the latest, released by the next successful probe. Rows another
+-- statement holds are passed over (they are parked as they are claimed).
+WITH parked AS (
+    SELECT id FROM deliveries
+     WHERE destination_id = %(id)s AND status IN ('pending', 'failed') AND NOT held
+       AND NOT throttled AND next_attempt_at <= %(now)s
+     ORDER BY id
+       FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE deliveries d
+   SET throttled = true, next_attempt_at = greatest(d.next_attempt_at, %(until)s),
+       last_detail = 'destination_failing', updated_at = %(now)s
+  FROM parked
+ WHERE d.id = parked.id
+
 -- name: destination_succeeded
 -- A success restores a destination; returns a row only when it was not already healthy.
 UPDATE destinations

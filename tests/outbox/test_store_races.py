@@ -69,8 +69,10 @@ async def test_races__a_late_answer_of_an_expired_claim_is_fenced(
     assert late["fenced"] == 1
     assert len(peer.requests) == 2
     row = await delivery(conn, dlv)
-    assert (row["status"], row["attempts"], row["claim_token"]) == ("sent", 1, None)
-    assert [a["outcome"] for a in await attempts(conn, dlv)] == ["sent", "fenced"]
+    # The expired claim's attempt counts: recorded `interrupted`, then its late answer fenced.
+    assert (row["status"], row["attempts"], row["claim_token"]) == ("sent", 2, None)
+    history = [(a["attempt"], a["outcome"], a["error_class"]) for a in await attempts(conn, dlv)]
+    assert history == [(1, "failed", "interrupted"), (2, "sent", None), (1, "fenced", None)]
     cur = await conn.execute("SELECT count(*) AS n FROM alerts")
     assert await cur.fetchone() == {"n": 0}
     cur = await conn.execute("SELECT health, consecutive_failures FROM destinations")
