@@ -8,7 +8,13 @@ procrastinate is installed, the same workload as procrastinate tasks (one task p
 doing the same signed POST with httpx) for a ratio. Also times the claim query on an empty
 table and with 1,000,000 `sent` rows, and prints its plan.
 
+The mixed workload (issue 14): 19 fast destinations and 1 slow one (its own receiver
+answers every request after 8 s) with a deep backlog, all in one organization. The fast
+destinations' deliveries come due at a steady rate while the slow backlog waits; prints the
+fast destinations' throughput and p50/p99 due-to-sent (`next_attempt_at` to `sent_at`).
+
 Needs POSTBAG_TEST_DATABASE_URL (an admin URL); creates and drops its own databases.
+BENCH_MIXED=0 skips the mixed workload, BENCH_MIXED=only runs nothing else.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ from tests.support.databases import create_database, database_url, drop_database
 
 TOTAL = int(os.environ.get("BENCH_TOTAL", "20000"))
 DESTINATIONS = 20
+# The mixed workload: fast deliveries due at RATE per second for SPAN seconds, and the slow
+# destination's backlog, due at the start.
+SLOW_ANSWER = 8.0
+SLOW_BACKLOG = int(os.environ.get("BENCH_SLOW_BACKLOG", "2000"))
+RATE = int(os.environ.get("BENCH_RATE", "300"))
+SPAN = float(os.environ.get("BENCH_SPAN", "20"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -298,6 +310,99 @@ async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
     return timings
 
 
+async def run_mixed(db_url: str, fast_url: str, slow_url: str) -> dict[str, Any]:
+    """One worker process; 19 fast destinations whose deliveries come due at RATE/s for
+    SPAN s, beside 1 destination answering in 8 s with SLOW_BACKLOG due from the start."""
+    conn = await connect(db_url)
+    try:
+        await conn.execute(
+            "TRUNCATE deliveries, delivery_attempts, submissions, routes, destination_secrets,"
+            " destinations, events, alerts, forms, organizations CASCADE"
+        )
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        slow, route = await make_route_to(conn, tenant, form, config={"url": slow_url})
+        await make_deliveries(
+            conn, tenant, form, slow, route, count=SLOW_BACKLOG, url=slow_url, due=utcnow()
+        )
+        fast_total = int(RATE * SPAN)
+        far = utcnow() + timedelta(days=1)
+        for _ in range(DESTINATIONS - 1):
+            form = await make_form(conn, tenant)
+            dst, route = await make_route_to(conn, tenant, form, config={"url": fast_url})
+            await make_deliveries(
+                conn,
+                tenant,
+                form,
+                dst,
+                route,
+                count=fast_total // (DESTINATIONS - 1),
+                url=fast_url,
+                due=far,
+            )
+        await conn.execute("ANALYZE")
+        env = subprocess_env(
+            POSTBAG_DATABASE_URL=db_url,
+            POSTBAG_ALLOW_PRIVATE_TARGETS="true",
+            POSTBAG_LOG_LEVEL="WARNING",
+        )
+        budget = SPAN + 40
+        process = subprocess.Popen(
+            [sys.executable, "-m", "local.cli", "tick", "deliver", "--budget", str(budget)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+        # Once the worker is sending to the slow destination (its start-up is not the
+        # claim's latency), the fast deliveries come due at RATE/s, destinations interleaved.
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) AS n FROM deliveries WHERE status = 'sending'"
+                " AND destination_id = %(slow)s",
+                {"slow": slow},
+            )
+            row = await cur.fetchone()
+            assert row is not None and process.poll() is None
+            if row["n"]:
+                break
+            await asyncio.sleep(0.05)
+        await conn.execute(
+            "UPDATE deliveries d SET next_attempt_at = now() + interval '0.5 seconds'"
+            "   + make_interval(secs => s.n / %(rate)s::float8)"
+            " FROM (SELECT id, row_number() OVER (ORDER BY random()) - 1 AS n FROM deliveries"
+            "        WHERE destination_id <> %(slow)s) s WHERE d.id = s.id",
+            {"rate": RATE, "slow": slow},
+        )
+        process.wait()
+        cur = await conn.execute(
+            "SELECT count(*) AS due, count(sent_at) AS sent,"
+            " extract(epoch FROM max(sent_at) - min(next_attempt_at)) AS span,"
+            " percentile_cont(0.5) WITHIN GROUP"
+            "   (ORDER BY extract(epoch FROM sent_at - next_attempt_at)) AS p50,"
+            " percentile_cont(0.99) WITHIN GROUP"
+            "   (ORDER BY extract(epoch FROM sent_at - next_attempt_at)) AS p99,"
+            " max(extract(epoch FROM sent_at - next_attempt_at)) AS worst"
+            " FROM deliveries WHERE destination_id <> %(slow)s",
+            {"slow": slow},
+        )
+        fast = await cur.fetchone()
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'sent') AS sent,"
+            " count(*) FILTER (WHERE status IN ('pending', 'failed')) AS waiting"
+            " FROM deliveries WHERE destination_id = %(slow)s",
+            {"slow": slow},
+        )
+        slow_row = await cur.fetchone()
+        assert fast is not None and slow_row is not None
+        return {
+            **dict(fast),
+            "rate": fast["sent"] / float(fast["span"]),
+            "slow_sent": slow_row["sent"],
+            "slow_waiting": slow_row["waiting"],
+        }
+    finally:
+        await conn.close()
+
+
 async def main() -> None:
     admin = os.environ["POSTBAG_TEST_DATABASE_URL"]
     receiver, url = start_receiver()
@@ -307,6 +412,24 @@ async def main() -> None:
         conn = await connect(db_url)
         await migrate(conn)
         await conn.close()
+        mixed = os.environ.get("BENCH_MIXED", "1")
+        if mixed != "0":
+            slow_receiver, slow_url = start_receiver(delay=SLOW_ANSWER)
+            try:
+                result = await run_mixed(db_url, url, slow_url)
+            finally:
+                slow_receiver.terminate()
+            print(
+                f"mixed, 1 worker process: 19 fast destinations, {result['sent']} of"
+                f" {result['due']} sent at {result['rate']:.0f} deliveries/s (due {RATE}/s"
+                f" for {SPAN:.0f} s), due-to-sent p50 {result['p50']:.3f} s"
+                f" p99 {result['p99']:.3f} s max {result['worst']:.3f} s; slow destination"
+                f" ({SLOW_ANSWER:.0f} s answers): {result['slow_sent']} sent,"
+                f" {result['slow_waiting']} of {SLOW_BACKLOG} still waiting",
+                flush=True,
+            )
+            if mixed == "only":
+                return
         if os.environ.get("BENCH_CLIENTS", "1") == "1":
             costs = await client_cost(url)
             print(

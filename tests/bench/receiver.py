@@ -1,4 +1,5 @@
-"""A fast loopback webhook receiver for the benchmark: raw asyncio, keep-alive, 200 OK."""
+"""A loopback webhook receiver for the benchmark: raw asyncio, keep-alive, 200 OK, at once
+or after a fixed delay (the slow destination of the mixed workload)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\
 
 
 class Receiver(asyncio.Protocol):
+    delay = 0.0
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
@@ -31,21 +34,32 @@ class Receiver(asyncio.Protocol):
             if len(self.buffer) < total:
                 return
             self.buffer = self.buffer[total:]
+            if self.delay:
+                asyncio.get_running_loop().call_later(self.delay, self._answer)
+            else:
+                self.transport.write(ANSWER)
+
+    def _answer(self) -> None:
+        if not self.transport.is_closing():
             self.transport.write(ANSWER)
 
 
-def start_receiver() -> tuple[subprocess.Popen[bytes], str]:
-    """Run the receiver in its own process on a free port; the process and its hook URL."""
+def start_receiver(delay: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
+    """Run the receiver in its own process on a free port, answering each request after
+    `delay` seconds; the process and its hook URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    process = subprocess.Popen([sys.executable, __file__, str(port)], stdout=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, __file__, str(port), str(delay)], stdout=subprocess.PIPE
+    )
     assert process.stdout is not None
     process.stdout.readline()
     return process, f"http://127.0.0.1:{port}/hook"
 
 
-async def main(port: int) -> None:
+async def main(port: int, delay: float) -> None:
+    Receiver.delay = delay
     server = await asyncio.get_running_loop().create_server(Receiver, "127.0.0.1", port)
     print("ready", flush=True)
     async with server:
@@ -53,4 +67,4 @@ async def main(port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), float(sys.argv[2])))
