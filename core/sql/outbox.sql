@@ -80,7 +80,8 @@ dests AS MATERIALIZED (
                       FROM destinations t WHERE t.id = w.destination_id)
                    - (SELECT count(*) FROM deliveries f
                        WHERE f.destination_id = w.destination_id AND f.status = 'sending'
-                         AND f.claimed_until >= %(now)s) AS room) r
+                         AND f.claimed_until >= %(now)s) AS room
+            OFFSET 0) r
          WHERE w.destination_id IS NOT NULL AND r.room > 0
          LIMIT (SELECT n FROM share)) w
 ),
@@ -88,28 +89,30 @@ due AS (
     SELECT c.id, c.organization_id, c.destination_id, c.due_at,
            row_number() OVER (PARTITION BY c.organization_id ORDER BY c.nth, c.due_at) AS turn
       FROM (
-        SELECT d.* FROM dests x
-         CROSS JOIN LATERAL (
-            SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at,
-                   row_number() OVER (ORDER BY d.next_attempt_at) AS nth
-              FROM deliveries d
-             WHERE d.organization_id = x.organization_id AND d.destination_id = x.destination_id
-               AND d.status IN ('pending', 'failed') AND NOT d.held
-               AND d.next_attempt_at <= %(now)s
-             ORDER BY d.next_attempt_at
-             LIMIT least(x.room, (SELECT n FROM share))) d
-        UNION ALL
-        -- Acknowledgement emails have no destination, and no destination's limit.
-        SELECT d.* FROM org_list o
-         CROSS JOIN LATERAL (
-            SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at,
-                   row_number() OVER (ORDER BY d.next_attempt_at) AS nth
-              FROM deliveries d
-             WHERE d.organization_id = o.organization_id AND d.destination_id IS NULL
-               AND d.status IN ('pending', 'failed') AND NOT d.held
-               AND d.next_attempt_at <= %(now)s
-             ORDER BY d.next_attempt_at
-             LIMIT (SELECT n FROM share)) d) c
+        SELECT d.*, row_number() OVER (PARTITION BY d.organization_id, d.destination_id
+                                       ORDER BY d.due_at, d.id) AS nth
+          FROM (
+            SELECT d.* FROM dests x
+             CROSS JOIN LATERAL (
+                SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at
+                  FROM deliveries d
+                 WHERE d.organization_id = x.organization_id
+                   AND d.destination_id = x.destination_id
+                   AND d.status IN ('pending', 'failed') AND NOT d.held
+                   AND d.next_attempt_at <= %(now)s
+                 ORDER BY d.next_attempt_at
+                 LIMIT least(x.room, (SELECT n FROM share))) d
+            UNION ALL
+            -- Acknowledgement emails have no destination, and no destination's limit.
+            SELECT d.* FROM org_list o
+             CROSS JOIN LATERAL (
+                SELECT d.id, d.organization_id, d.destination_id, d.next_attempt_at AS due_at
+                  FROM deliveries d
+                 WHERE d.organization_id = o.organization_id AND d.destination_id IS NULL
+                   AND d.status IN ('pending', 'failed') AND NOT d.held
+                   AND d.next_attempt_at <= %(now)s
+                 ORDER BY d.next_attempt_at
+                 LIMIT (SELECT n FROM share)) d) d) c
 ),
 expired AS (
     SELECT id, organization_id, destination_id, claimed_until AS due_at, 0::bigint AS turn

@@ -34,6 +34,7 @@ CLAIM = Claim(
     destination_health="healthy",
     destination_probe_after=None,
     destination_failures=0,
+    destination_send_limit=None,
     over_quota=False,
 )
 
