@@ -6,6 +6,8 @@ import asyncio
 import random
 from datetime import timedelta
 
+import pytest
+
 from core.outbox import store as outbox
 from core.outbox.completer import Completer
 from core.platform.clock import utcnow
@@ -100,6 +102,7 @@ async def test_completer__a_deadlock_victim_is_retried(
         assert [a["outcome"] for a in await attempts(conn, claim.id)] == ["sent"]
 
 
+@pytest.mark.slow
 async def test_completer__two_workers_overlapping_groups_never_deadlock(
     conn: Conn, db_url: str
 ) -> None:
