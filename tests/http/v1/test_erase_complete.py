@@ -152,6 +152,7 @@ OTHER_COLUMNS = {
     ("worker_heartbeats", "worker_id"): "worker name",
     ("worker_heartbeats", "tick"): "vocabulary",
     ("worker_heartbeats", "last_pass"): "counters",
+    ("outbox_claim_cursor", "visited_org"): "id",
     ("dashboard_sessions", "id_hash"): "hash",
     ("dashboard_sessions", "organization_id"): "id",
     ("dashboard_sessions", "api_key_id"): "id",
