@@ -5,22 +5,37 @@ recognised by their content (`[Content_Types].xml` + `word/`, `xl/`, `ppt/` for 
 the `mimetype` entry for OpenDocument); images, PDF and RTF by their signature (puremagic);
 TXT and CSV are valid UTF-8 without NUL bytes (which of the two is taken from the name,
 since the bytes cannot tell them apart).
+
+Checking a file costs bounded memory and time whatever it holds: a ZIP is only opened
+when the field takes an Office or OpenDocument type; its end record and central directory
+are read first and an archive with more than `MAX_ZIP_ENTRIES` entries, a member declaring
+more than `MAX_ZIP_MEMBER_BYTES` or a ratio over `MAX_ZIP_RATIO` is refused before anything
+is decompressed; of a member only `mimetype`'s first `_MIMETYPE_BYTES` bytes are ever
+inflated. `check_files` runs in a worker thread, off the event loop.
 """
 
 from __future__ import annotations
 
+import struct
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import anyio.to_thread
 import puremagic
 
 from core.intake.body import MAX_FILE_BYTES, MAX_FILES_BYTES, UploadedFile
 from core.platform.errors import InvalidAttachment
 
 MAX_FILES = 5
+MAX_ZIP_ENTRIES = 5000  # a large workbook has hundreds
+MAX_ZIP_MEMBER_BYTES = 64 * 1024 * 1024  # declared, uncompressed
+MAX_ZIP_RATIO = 200  # declared uncompressed size over compressed size, per member
+_MIMETYPE_BYTES = 100
+_EOCD = b"PK\x05\x06"
+_EOCD_SIZE = 22
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,24 +94,60 @@ def _extension(name: str) -> str:
     return PurePosixPath(name).suffix.lower()
 
 
-def _sniff_zip(path: Path) -> str | None:
+_ZIP_TYPES = frozenset(_OFFICE_PARTS.values()) | _OPENDOCUMENT
+_TEXT_TYPES = frozenset({"text/plain", "text/csv"})
+
+
+def _zip_entries(path: Path) -> int | None:
+    """The entry count of the archive's end record (None: no end record, or ZIP64)."""
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        tail_size = min(size, _EOCD_SIZE + 65535)  # the record, then a comment of <= 64 KiB
+        handle.seek(size - tail_size)
+        tail = handle.read(tail_size)
+    at = tail.rfind(_EOCD)
+    if at < 0 or len(tail) - at < _EOCD_SIZE:
+        return None
+    (entries,) = struct.unpack_from("<H", tail, at + 10)
+    return None if entries == 0xFFFF else int(entries)
+
+
+def _plausible(info: zipfile.ZipInfo) -> bool:
+    if info.file_size > MAX_ZIP_MEMBER_BYTES:
+        return False
+    return info.file_size <= max(info.compress_size, 1) * MAX_ZIP_RATIO
+
+
+def _sniff_zip(path: Path, wanted: frozenset[str]) -> str | None:
+    entries = _zip_entries(path)
+    if entries is None or entries > MAX_ZIP_ENTRIES:
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if "mimetype" in names:
-                declared = archive.read("mimetype")[:100].decode("ascii", "replace").strip()
+            members = archive.infolist()
+            if len(members) > MAX_ZIP_ENTRIES or not all(_plausible(m) for m in members):
+                return None
+            names = {m.filename: m for m in members}
+            mimetype = names.get("mimetype")
+            if mimetype is not None:
+                if not wanted & _OPENDOCUMENT:
+                    return None
+                with archive.open(mimetype) as member:
+                    head = member.read(_MIMETYPE_BYTES)
+                declared = head.decode("ascii", "replace").strip()
                 return declared if declared in _OPENDOCUMENT else None
             if "[Content_Types].xml" in names:
                 for prefix, mime in _OFFICE_PARTS.items():
                     if any(name.startswith(prefix) for name in names):
                         return mime
-    except (zipfile.BadZipFile, OSError, KeyError, ValueError):
-        return None
+    except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, EOFError, RuntimeError):
+        return None  # damaged, encrypted or an unsupported compression: not a document we take
     return None
 
 
 def _is_text(path: Path) -> bool:
-    data = path.read_bytes()
+    data = path.read_bytes()  # at most MAX_FILE_BYTES: larger files are refused before
     if b"\x00" in data:
         return False
     try:
@@ -106,12 +157,16 @@ def _is_text(path: Path) -> bool:
     return True
 
 
-def sniff(path: Path, name: str) -> str | None:
-    """The supported MIME type of the file's bytes, or None when it is not one we take."""
+def sniff(path: Path, name: str, wanted: frozenset[str] = SUPPORTED_MIME_TYPES) -> str | None:
+    """The supported MIME type of the file's bytes, or None when it is not one we take.
+
+    Signatures (a few KB of the head) are always read; a ZIP is only opened, and a text
+    file only read whole, when `wanted` (the field's allowed types) holds such a type.
+    """
     with path.open("rb") as handle:
         head = handle.read(4096)
     if head.startswith(b"PK\x03\x04"):
-        return _sniff_zip(path)
+        return _sniff_zip(path, wanted) if wanted & _ZIP_TYPES else None
     try:
         matches = puremagic.magic_string(head)
     except (puremagic.PureError, ValueError):
@@ -119,7 +174,7 @@ def sniff(path: Path, name: str) -> str | None:
     for match in matches:
         if match.mime_type in _SIGNATURE_TYPES:
             return str(match.mime_type)
-    if _is_text(path):
+    if wanted & _TEXT_TYPES and _is_text(path):
         return "text/csv" if _extension(name) == ".csv" else "text/plain"
     return None
 
@@ -142,6 +197,10 @@ class FieldRule:
             required=bool(raw.get("required", False)),
         )
 
+    def wanted(self) -> frozenset[str]:
+        """The MIME types the field takes (every supported type when `types` is empty)."""
+        return frozenset(m for m in SUPPORTED_MIME_TYPES if self.allows(m))
+
     def allows(self, mime: str) -> bool:
         """Whether the field's `types` (extensions or exact MIME types) cover `mime`."""
         if not self.types:
@@ -161,7 +220,16 @@ def _mb(size: int) -> str:
     return f"{size / (1024 * 1024):g} MiB"
 
 
-def check_files(
+async def check_files(
+    files: list[UploadedFile], file_fields: Mapping[str, Mapping[str, Any]]
+) -> list[CheckedFile]:
+    """`check_files_now` in a worker thread: sniffing must not hold up the event loop."""
+    if not files:
+        return check_files_now(files, file_fields)  # only "a file is required" to check
+    return await anyio.to_thread.run_sync(check_files_now, files, file_fields)
+
+
+def check_files_now(
     files: list[UploadedFile], file_fields: Mapping[str, Mapping[str, Any]]
 ) -> list[CheckedFile]:
     """Apply the form's per-field rules; every problem becomes one field error (422)."""
@@ -189,7 +257,7 @@ def check_files(
         if upload.truncated or upload.size > rule.max_bytes:
             fail(upload.field, f"{upload.name}: larger than {_mb(rule.max_bytes)}")
             continue
-        mime = sniff(upload.path, upload.name)
+        mime = sniff(upload.path, upload.name, rule.wanted())
         if mime is None:
             fail(upload.field, f"{upload.name}: not a supported file type")
             continue

@@ -92,7 +92,7 @@ async def _submit_parsed(
     # A file field never holds a text value (a browser's empty file input, a stray field).
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
-    files = check_files(body.files, form.file_fields) if form.accepting else []
+    files = await check_files(body.files, form.file_fields) if form.accepting else []
     hashed = payload_hash(fields, body.files)
     if not form.accepting:
         # A repeat of what was accepted before closing still gets its receipt.

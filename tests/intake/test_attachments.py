@@ -1,19 +1,33 @@
 from __future__ import annotations
 
+import asyncio
 import io
+import threading
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.intake import attachments
 from core.intake.attachments import sniff
 from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.storage import storage_for
 from tests.support.api import api_client
 from tests.support.builders import setup_form
-from tests.support.files import ALL_TYPES, SAMPLES, elf, jpeg, object_exists, pdf, png
+from tests.support.files import (
+    ALL_TYPES,
+    SAMPLES,
+    elf,
+    jpeg,
+    object_exists,
+    opendocument,
+    pdf,
+    png,
+    zip_bomb,
+)
 from tests.support.records import rows
 from tests.support.settings import built_services
 from tests.support.submit import submit_client
@@ -48,6 +62,33 @@ def test_sniff__zip_without_office_content_is_unsupported(tmp_path: Path) -> Non
     path = tmp_path / "upload"
     path.write_bytes(buffer.getvalue())
     assert sniff(path, "doc.docx") is None
+
+
+@pytest.mark.parametrize("member", ["mimetype", "word/document.xml"])
+def test_sniff__zip_bomb_is_refused_from_its_directory_without_inflating(
+    tmp_path: Path, member: str
+) -> None:
+    path = tmp_path / "upload"
+    path.write_bytes(zip_bomb(member))  # ~1 MB inflating to 1 GiB
+    tracemalloc.start()
+    try:
+        mime = sniff(path, "doc.odt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert mime is None
+    assert peak < 8 * 1024 * 1024
+
+
+def test_sniff__only_the_types_a_field_takes_are_looked_for(tmp_path: Path) -> None:
+    path = tmp_path / "upload"
+    path.write_bytes(opendocument("application/vnd.oasis.opendocument.text"))
+    assert sniff(path, "doc.odt") == "application/vnd.oasis.opendocument.text"
+    # A field that takes no document type never opens the archive.
+    assert sniff(path, "doc.odt", frozenset({"application/pdf", "image/png"})) is None
+    text = tmp_path / "notes"
+    text.write_bytes(b"hello")
+    assert sniff(text, "notes.txt", frozenset({"application/pdf"})) is None
 
 
 # --- through HTTP, for both stores --------------------------------------------------------------
@@ -234,6 +275,47 @@ async def test_attachments__refusals_are_422_per_field_and_store_nothing(
     ):
         response = await client.post(f"/s/{form}", files=files, headers=JSON_ACCEPT)
     assert _errors(response) == expected
+    assert await rows(conn, "SELECT id FROM submissions") == []
+    assert await rows(conn, "SELECT storage_key FROM stored_objects") == []
+
+
+@pytest.mark.parametrize("types", [[".odt"], [".pdf"], []], ids=["odt", "pdf", "any"])
+async def test_attachments__zip_bomb_is_refused_off_the_loop_while_health_answers(
+    db_url: str, tmp_path: Path, conn: Conn, monkeypatch: pytest.MonkeyPatch, types: list[str]
+) -> None:
+    """The check runs in a worker thread: held there, `/health` still answers; released, the
+    bomb is refused without inflating it and nothing is stored."""
+    _, form = await setup_form(conn, file_fields={"doc": {"types": types}})
+    loop_thread = threading.get_ident()
+    held = threading.Event()
+    release = threading.Event()
+    checked_on: list[int] = []
+
+    def gated_sniff(path: Path, name: str, wanted: frozenset[str]) -> str | None:
+        checked_on.append(threading.get_ident())
+        held.set()
+        assert release.wait(timeout=30)  # on the loop thread this would freeze /health
+        return sniff(path, name, wanted)
+
+    monkeypatch.setattr(attachments, "sniff", gated_sniff)
+    async with (
+        built_services(db_url, tmp_path) as services,
+        submit_client(services) as client,
+    ):
+        upload = asyncio.create_task(
+            client.post(
+                f"/s/{form}",
+                files=[("doc", ("doc.odt", zip_bomb(), "application/zip"))],
+                headers=JSON_ACCEPT,
+            )
+        )
+        await asyncio.to_thread(held.wait, 30)
+        health = await client.get("/health")
+        release.set()
+        response = await upload
+    assert health.status_code == 200
+    assert checked_on and checked_on[0] != loop_thread
+    assert _errors(response) == [{"field": "doc", "message": "doc.odt: not a supported file type"}]
     assert await rows(conn, "SELECT id FROM submissions") == []
     assert await rows(conn, "SELECT storage_key FROM stored_objects") == []
 

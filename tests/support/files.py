@@ -72,6 +72,49 @@ def opendocument(mime: str) -> bytes:
     return buffer.getvalue()
 
 
+def zip_bomb(member: str = "mimetype", inflated_mib: int = 1024) -> bytes:
+    """A ZIP of about `inflated_mib` KB whose one deflated member inflates to `inflated_mib`
+    MiB of zeros, its true sizes declared in its headers (built without inflating it: each
+    MiB after a full flush compresses to the same bytes)."""
+    block = b"\x00" * (1 << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    steady = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    data = first + steady * (inflated_mib - 2) + compressor.compress(block) + compressor.flush()
+    crc = 0
+    for _ in range(inflated_mib):
+        crc = zlib.crc32(block, crc)
+    name = member.encode()
+    size = inflated_mib << 20
+    local = struct.pack(
+        "<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, len(data), size, len(name), 0
+    )
+    central = struct.pack(
+        "<4s6H3L5H2L",
+        b"PK\x01\x02",
+        20,
+        20,
+        0,
+        8,
+        0,
+        0x21,
+        crc,
+        len(data),
+        size,
+        len(name),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
+    directory = central + name
+    offset = len(local) + len(name) + len(data)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(directory), offset, 0)
+    return local + name + data + directory + end
+
+
 def elf() -> bytes:
     return b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"\x02\x00\x3e\x00" + b"\x00" * 100
 
