@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from core import __version__
 from core.http import health
@@ -25,6 +25,7 @@ from core.http.v1 import (
     submissions,
     usage,
 )
+from core.http.v1.checks import check_request
 from core.http.v1.shared import problems
 from core.platform.services import Services
 
@@ -59,7 +60,12 @@ def create_api_app(services: Services) -> FastAPI:
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
         # Every route may meet the body limit and the bad-key throttle.
-        app.include_router(router, prefix="/v1", responses=problems(413, 429))
+        app.include_router(
+            router,
+            prefix="/v1",
+            dependencies=[Depends(check_request)],
+            responses=problems(413, 429),
+        )
     mount_mcp(app, services)
     install_api_docs(app)
     install_dashboard(app)

@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, compile_path
 
 from core.platform.errors import (
     DeliveryInProgress,
@@ -16,6 +17,7 @@ from core.platform.errors import (
     DestinationRemoved,
     FormClosed,
     IdempotencyConflict,
+    InputLimit,
     InvalidAttachment,
     InvalidConfig,
     InvalidInput,
@@ -32,6 +34,7 @@ from core.platform.errors import (
     TooManyAttempts,
     Unauthenticated,
     Unavailable,
+    UnstorableValue,
     UnsupportedMediaType,
     ValuesErased,
     ValuesExpired,
@@ -59,6 +62,8 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     MalformedBody: (400, "malformed_body"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidAttachment: (422, "invalid_attachment"),
+    UnstorableValue: (422, "unstorable_value"),
+    InputLimit: (422, "input_limit"),
     StorageError: (503, "storage_unavailable"),
     DeliveryInProgress: (409, "delivery_in_progress"),
     DeliveryNotRetryable: (409, "delivery_not_retryable"),
@@ -110,10 +115,33 @@ def problem_for(exc: PostbagError) -> JSONResponse:
     return problem(status, code, str(exc), errors=errors, headers=headers)
 
 
-def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
-    """The problem+json answer to a routing error (unknown path, wrong method)."""
+def http_error_response(exc: StarletteHTTPException, request: Request) -> JSONResponse:
+    """The problem+json answer to a routing error (unknown path, wrong method); a 405 says
+    in `Allow` every method the path is served with."""
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return problem(exc.status_code, code, str(exc.detail))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+def _served(routes: list[BaseRoute]) -> list[Any]:
+    """The app's routes with their full paths: FastAPI >= 0.16x wraps included routers, which
+    `iter_route_contexts` flattens (imported here: only a 405 needs it, not the cold start)."""
+    from fastapi import routing
+
+    iter_contexts = getattr(routing, "iter_route_contexts", None)
+    return list(routes) if iter_contexts is None else list(iter_contexts(routes))
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path (a 405's `Allow`)."""
+    methods: set[str] = set()
+    for route in _served(request.app.router.routes):
+        path, served = getattr(route, "path", None), getattr(route, "methods", None)
+        if path and served and compile_path(path)[0].fullmatch(request.url.path):
+            methods |= set(served)
+    return sorted(methods - {"HEAD"})
 
 
 def install_problem_handlers(app: Starlette) -> None:
@@ -127,9 +155,9 @@ def install_problem_handlers(app: Starlette) -> None:
         assert isinstance(exc, PostbagError)
         return problem_for(exc)
 
-    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        return http_error_response(exc)
+        return http_error_response(exc, request)
 
     async def on_unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected error", exc_info=exc)

@@ -2,15 +2,17 @@
 
 Limits are enforced while the stream is read, so a client can never make the server
 buffer more than a limit: the non-file part of a body is at most 256 KB, a multipart
-body at most 10 MiB + 256 KB. Each uploaded file is spooled to its own temporary file as
-it arrives (never more than a chunk of it in memory); a file over the per-file maximum
-stops being written and is only counted, so it can be refused with a field error.
+body at most 10 MiB + 256 KB. What was read must then be storable as it is
+(`core.platform.values`): no NUL or lone surrogate in a name or value, finite numbers, at
+most 32 levels, 200 fields and names of 256 characters; otherwise nothing is kept.
+Each uploaded file is spooled to its own temporary file as it arrives (never more than a
+chunk of it in memory); a file over the per-file maximum stops being written and is only
+counted, so it can be refused with a field error.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -22,6 +24,7 @@ from urllib.parse import parse_qsl
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from core.platform.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
+from core.platform.values import check_field_count, check_storable, load_json
 
 MAX_FIELDS_BYTES = 256 * 1024
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -105,24 +108,31 @@ async def parse_body(
         if declared > limit:
             raise PayloadTooLarge(f"the body is over {limit // 1024} KB")
     if kind == JSON:
-        return _parse_json(await _read_capped(stream, limit))
-    if kind == URLENCODED:
-        return _parse_urlencoded(await _read_capped(stream, limit))
-    boundary = params.get(b"boundary")
-    if not boundary:
-        raise MalformedBody("multipart body without a boundary")
-    return await _MultipartReader(boundary).read(stream)
+        body = _parse_json(await _read_capped(stream, limit))
+    elif kind == URLENCODED:
+        body = _parse_urlencoded(await _read_capped(stream, limit))
+    else:
+        boundary = params.get(b"boundary")
+        if not boundary:
+            raise MalformedBody("multipart body without a boundary")
+        body = await _MultipartReader(boundary).read(stream)
+    try:
+        _check_storable(body)
+    except BaseException:
+        body.cleanup()
+        raise
+    return body
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _check_storable(body: ParsedBody) -> None:
+    check_field_count(body.fields)
+    if not body.is_json:  # a JSON body was checked as it was parsed
+        check_storable(body.fields)
+    check_storable([{f.field: f.name} for f in body.files])
 
 
 def _parse_json(raw: bytes) -> ParsedBody:
-    try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError):
-        raise MalformedBody("the body is not valid JSON") from None
+    value = load_json(raw)
     if not isinstance(value, dict):
         raise MalformedBody("the JSON body must be an object")
     return ParsedBody(fields=value, is_json=True)

@@ -10,6 +10,7 @@ from typing import Any
 from core.intake.visitor import client_hash
 from core.platform.clock import month_of
 from core.platform.errors import NotFound
+from core.platform.ids import is_id
 from core.platform.queries import queries
 from core.platform.services import Services
 
@@ -45,7 +46,7 @@ class Form:
 async def resolve_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
     """The live form `form_id` (NotFound for unknown or deleted forms)."""
     hashed = client_hash(client, services.settings.require_secret_key())
-    if not form_id.startswith("frm_") or len(form_id) > 64:
+    if not is_id(form_id, "frm"):
         raise NotFound("no such form")
     row = await services.db.fetch_one(
         queries["resolve_form"],

@@ -44,6 +44,14 @@ class InvalidInput(PostbagError):
         self.errors = errors or []
 
 
+class UnstorableValue(InvalidInput):
+    """A value or name holds what cannot be stored: NUL, a lone surrogate, a non-finite number."""
+
+
+class InputLimit(InvalidInput):
+    """The input is past a documented limit: nesting depth, field count, field name length."""
+
+
 class PlanLimitReached(PostbagError):
     """Creating the object would take the organization past its plan's count of that kind."""
 

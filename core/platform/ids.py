@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 
 PREFIXES = frozenset({"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr"})
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+ID_LENGTH = 26
+_SHAPE = re.compile(rf"[a-z]{{3}}_[{_ALPHABET}]{{{ID_LENGTH}}}")
+
+
+def is_id(value: str, prefix: str) -> bool:
+    """Whether `value` has the shape of an id made by `new_id(prefix)`: checked before any
+    query, so a malformed id (NUL, another alphabet, any length) never reaches the database."""
+    return value.startswith(f"{prefix}_") and _SHAPE.fullmatch(value) is not None
 
 
 def new_id(prefix: str, *, now_ms: int | None = None) -> str:
@@ -16,7 +25,7 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
     millis = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     value = (millis << 80) | secrets.randbits(80)
     chars = []
-    for _ in range(26):
+    for _ in range(ID_LENGTH):
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return f"{prefix}_{''.join(reversed(chars))}"

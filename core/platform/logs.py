@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 CONTEXT_FIELDS = ("org_id", "form_id", "submission_id", "delivery_id", "destination_id", "tick")
@@ -34,6 +36,42 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+    def formatException(
+        self,
+        ei: tuple[type[BaseException], BaseException, TracebackType | None]
+        | tuple[None, None, None],
+    ) -> str:
+        """The traceback, with the message of an error that may quote data left out."""
+        if ei[1] is None:
+            return ""
+        return _traceback(ei[1])
+
+
+def _quotes_data(exc: BaseException) -> bool:
+    """Whether an error's message may carry submitted bytes: a database error quotes the
+    value it refused (and a row's values in its detail), a codec error the character."""
+    if isinstance(exc, UnicodeError):
+        return True
+    return any(c.__module__.startswith("psycopg") for c in type(exc).__mro__)
+
+
+def _traceback(exc: BaseException) -> str:
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames = "".join(traceback.format_tb(current.__traceback__))
+        kind = f"{type(current).__module__}.{type(current).__qualname__}"
+        if _quotes_data(current):
+            sqlstate = getattr(current, "sqlstate", None)
+            summary = f"{kind} (SQLSTATE {sqlstate}; message withheld)" if sqlstate else kind
+        else:
+            summary = f"{kind}: {current}"
+        parts.append(f"Traceback (most recent call last):\n{frames}{summary}")
+        current = current.__cause__ or current.__context__
+    return "\n\nraised while handling:\n".join(parts)
 
 
 class ReadableFormatter(JsonFormatter):

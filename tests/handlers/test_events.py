@@ -26,7 +26,7 @@ from tests.support.databases import create_database, database_url, drop_database
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.settings import TEST_SECRET_KEY, built_services
 
-FORM_ID = "frm_01jlambda0multipart0000000"
+FORM_ID = "frm_01j1ambda0mv1t1part0000000"
 COMPARED_HEADERS = (
     "content-type",
     "location",

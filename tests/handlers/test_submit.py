@@ -13,7 +13,7 @@ from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY, built_services
 from tests.support.submit import submit_client
 
-FORM_ID = "frm_01jlambda0multipart0000000"
+FORM_ID = "frm_01j1ambda0mv1t1part0000000"
 
 
 async def _stored(conn: Conn) -> list[dict[str, object]]:

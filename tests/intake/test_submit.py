@@ -426,7 +426,7 @@ async def test_submit__unknown_and_deleted_forms_are_404(services: Services, con
     tenant, _form = await setup_form(conn)
     deleted = await make_form(conn, tenant, deleted_at=utcnow())
     async with submit_client(services) as client:
-        for form in ("frm_01jexampleexampleexample00", deleted, "nope"):
+        for form in ("frm_01jexamp1eexamp1eexamp1e00", deleted, "nope"):
             response = await _post_json(client, form, data={"a": "1"})
             assert response.status_code == 404
             assert response.json()["code"] == "not_found"
@@ -713,7 +713,7 @@ async def test_submit__cors_preflight_and_response_headers(services: Services, c
             client, form, json={"a": 1}, headers={"Origin": "https://site.example"}
         )
         unknown = await client.options(
-            "/s/frm_01jexampleexampleexample00", headers={"Origin": "https://site.example"}
+            "/s/frm_01jexamp1eexamp1eexamp1e00", headers={"Origin": "https://site.example"}
         )
     assert allowed.status_code == 204
     assert allowed.headers["access-control-allow-origin"] == "https://site.example"
@@ -751,7 +751,7 @@ async def test_submit__database_unreachable_is_503_with_retry_after(tmp_path: Pa
     services = Services.from_settings(settings)
     try:
         async with submit_client(services) as client:
-            response = await _post_json(client, "frm_01jexampleexampleexample00", data={"a": "1"})
+            response = await _post_json(client, "frm_01jexamp1eexamp1eexamp1e00", data={"a": "1"})
     finally:
         await services.db.close()
     assert response.status_code == 503

@@ -151,7 +151,7 @@ def install_dashboard(app: FastAPI) -> None:
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if not request.url.path.startswith("/app"):
-            return http_error_response(exc)
+            return http_error_response(exc, request)
         return error_page(
             request,
             exc.status_code,
