@@ -28,6 +28,7 @@ class Form:
     redirect_url: str | None
     retention_days: int | None
     rate_limit_max: int
+    rate_limit_per_seconds: int
     schema_mode: str
     labels: Mapping[str, Any]
     file_fields: Mapping[str, Any]
@@ -64,6 +65,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         redirect_url=row["redirect_url"],
         retention_days=row["retention_days"],
         rate_limit_max=row["rate_limit_max"],
+        rate_limit_per_seconds=row["rate_limit_per_seconds"],
         schema_mode=row["schema_mode"],
         labels=row["labels"] or {},
         file_fields=row["file_fields"] or {},

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
-from core.intake.checks import decide_status, first_text, truthy
+from core.intake.checks import Decision, decide_status, first_text, truthy
 from core.intake.files import store_files
 from core.intake.form import Form
 from core.intake.payload import (
@@ -31,6 +31,7 @@ from core.intake.payload import (
     webhook_body,
 )
 from core.intake.turnstile import TURNSTILE_FIELD
+from core.intake.visitor import recipient_hash
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
@@ -43,6 +44,9 @@ from core.platform.services import Services
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
 MAX_IDEMPOTENCY_KEY = 255
+ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
+# The reasons decided before the rate limit (docs/submit.md: the checks' order).
+_BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,9 @@ async def _submit_parsed(
     decision = await decide_status(
         services, form, fields, values, origin=request.origin, client=request.client
     )
+    # Past the rate check, the statement counts again under its lock and may store the
+    # rate-limited variant instead (see `insert_submission`).
+    rate_checked = decision.reason not in _BEFORE_RATE_LIMIT
     test = truthy(fields.get(TEST_FIELD))
     plan = PLANS[form.plan]
     counted = decision.status == "accepted" and not test
@@ -128,6 +135,8 @@ async def _submit_parsed(
     events = submission_events(form, decision, flags)
     ack = acknowledgement(form, values, decision.status)
     retention = plan.retention_for(decision.status, form.retention_days)
+    limited = Decision("quarantined", "rate_limited")
+    limited_flags = ["test"] if test else []
     params = {
         "id": submission_id,
         "organization_id": form.organization_id,
@@ -143,33 +152,44 @@ async def _submit_parsed(
         "schema_version": form.schema_version if form.schema_mode != "off" else None,
         "now": now,
         "retention_days": retention,
+        "limited_retention_days": plan.retention_for(limited.status, form.retention_days),
         "attachments": Jsonb(attachments),
         "held": over_quota,
         "payload": Jsonb(payload),
         "deliveries": Jsonb(deliveries),
         "acknowledgements": Jsonb([ack] if ack else []),
+        "ack_recipient_hash": _ack_recipient(services, ack),
+        "ack_daily_max": ACK_DAILY_MAX,
+        "today": now.astimezone(UTC).date(),
         "events": Jsonb(events),
         "month": month_of(now),
         "counted": counted,
-        "lock_key": None if key else _lock_key(form, hashed),
+        "rate_checked": rate_checked,
+        "rate_limit_max": form.rate_limit_max,
+        "rate_limit_seconds": form.rate_limit_per_seconds,
+        "limited_flags": limited_flags,
+        "limited_deliveries": Jsonb(route_deliveries(form, values, limited.status)),
+        "limited_events": Jsonb(submission_events(form, limited, limited_flags)),
     }
     row = await _insert(services, params)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json)
+    if row["reason"] == limited.reason and decision.reason != limited.reason:
+        flags = limited_flags
     log.info(
         "submission stored",
         extra={
             "org_id": form.organization_id,
             "form_id": form.id,
             "submission_id": submission_id,
-            "detail": {"status": decision.status, "reason": decision.reason, "flags": flags},
+            "detail": {"status": row["status"], "reason": row["reason"], "flags": flags},
         },
     )
     return Receipt(
         id=submission_id,
         duplicate=False,
-        status=decision.status,
-        reason=decision.reason,
+        status=row["status"],
+        reason=row["reason"],
         flags=tuple(flags),
         deliveries=row["deliveries"],
         is_json=body.is_json,
@@ -226,15 +246,18 @@ def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -
     return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json)
 
 
-def _lock_key(form: Form, hashed_payload: bytes) -> int:
-    digest = hashlib.sha256(form.id.encode() + form.client_hash + hashed_payload).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+def _ack_recipient(services: Services, ack: Mapping[str, Any] | None) -> bytes | None:
+    if ack is None:
+        return None
+    [address] = ack["target"]["to"]
+    return recipient_hash(str(address), services.settings.require_secret_key())
 
 
 async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
     """Run the submit transaction: one statement, so one round trip and its own transaction
-    on the autocommit connection. Without an idempotency key it takes the double-submit lock
-    (`params["lock_key"]`) and looks for a repeat after it (see `insert_submission`).
+    on the autocommit connection. It takes the lock of the form and client, then counts the
+    client's recent submissions and, without an idempotency key, looks for a repeat (see
+    `insert_submission`).
     """
     for _ in range(3):
         async with services.db.connection() as conn:

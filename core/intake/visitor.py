@@ -1,7 +1,8 @@
 """Who is submitting: the client address (trusting proxies only when configured) and its HMAC.
 
 Raw addresses are never stored; the rate limit and the double-submit rule use
-`client_hash`, an HMAC-SHA256 keyed with `POSTBAG_SECRET_KEY`.
+`client_hash`, an HMAC-SHA256 keyed with `POSTBAG_SECRET_KEY` of the IPv4 address, or of
+the /64 network of an IPv6 address (one subscriber usually holds a whole /64).
 """
 
 from __future__ import annotations
@@ -59,6 +60,22 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies:
     return str(peer_ip)
 
 
+def counted_client(address: str) -> str:
+    """What the rate limit counts as one client: the IPv4 address, an IPv6 address's /64
+    (an IPv4-mapped IPv6 address is its IPv4 address)."""
+    parsed = _parse_ip(address)
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return address
+
+
 def client_hash(address: str, key: bytes) -> bytes:
-    """The stored stand-in for a client address: HMAC-SHA256(secret key, address)."""
-    return hmac.new(key, address.encode(), hashlib.sha256).digest()
+    """The stored stand-in for a client: HMAC-SHA256(secret key, `counted_client`)."""
+    return hmac.new(key, counted_client(address).encode(), hashlib.sha256).digest()
+
+
+def recipient_hash(address: str, key: bytes) -> bytes:
+    """The stand-in for an acknowledgement's recipient address in its daily count."""
+    return hmac.new(key, b"ack:" + address.lower().encode(), hashlib.sha256).digest()

@@ -45,32 +45,44 @@ SELECT id, payload_hash
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
 -- the same client and payload within 60 s) already produced a submission, insert it with
 -- its attachments, one delivery per live matching route (with the snapshot), the visitor's
--- acknowledgement email if one is due, its events and the monthly usage count. Returns the new submission, or the previous one.
-WITH existing AS (
+-- acknowledgement email if one is due and under its daily cap, its events and the monthly
+-- usage count. The rate limit is counted here, under the lock of postbag_submit_gate
+-- (migrations/0010): when the client is over it, the `limited_*` variant the caller
+-- prepared is stored instead (quarantined, rate_limited). Returns the new submission with
+-- the status it got, or the previous one.
+WITH gate AS (
+    SELECT g.recent, g.previous_id, g.previous_hash,
+           %(rate_checked)s AND g.recent >= %(rate_limit_max)s AS limited
+      FROM postbag_submit_gate(%(form_id)s, %(client_hash)s,
+                               %(now)s - make_interval(secs => %(rate_limit_seconds)s::int),
+                               %(rate_limit_max)s::int, %(idempotency_key)s::text IS NULL,
+                               %(payload_hash)s, %(now)s - interval '60 seconds') g
+), existing AS (
     -- At most one row: keys are unique per form, and key-less repeats within 60 s are
     -- folded into the first. With a key, the submission it produced (a concurrent one is
-    -- caught by ON CONFLICT below).
+    -- caught by ON CONFLICT below); without one, what the gate found after its lock.
     SELECT k.id, k.payload_hash
       FROM submissions k
      WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
     UNION ALL
-    -- Without a key, the same client's same payload within 60 s, looked up after the
-    -- double-submit lock with a snapshot of its own (migrations/0007_keyless_double_submit).
-    SELECT p.id, p.payload_hash
-      FROM postbag_previous_keyless_submission(%(lock_key)s::bigint, %(form_id)s,
-                                               %(client_hash)s, %(payload_hash)s, %(now)s) p
-     WHERE %(idempotency_key)s::text IS NULL
+    SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values", meta,
                              idempotency_key, payload_hash, client_hash, schema_version,
                              received_at, erase_at)
-    SELECT %(id)s, %(organization_id)s, %(form_id)s, %(status)s, %(reason)s, %(flags)s,
+    SELECT %(id)s, %(organization_id)s, %(form_id)s,
+           CASE WHEN g.limited THEN 'quarantined' ELSE %(status)s END,
+           CASE WHEN g.limited THEN 'rate_limited' ELSE %(reason)s END,
+           CASE WHEN g.limited THEN %(limited_flags)s::text[] ELSE %(flags)s::text[] END,
            %(values)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s, %(client_hash)s,
            %(schema_version)s, %(now)s,
-           %(now)s + make_interval(days => %(retention_days)s::int)
+           %(now)s + make_interval(days => CASE WHEN g.limited
+                                                THEN %(limited_retention_days)s::int
+                                                ELSE %(retention_days)s::int END)
+      FROM gate g
      WHERE NOT EXISTS (SELECT 1 FROM existing)
     ON CONFLICT (form_id, idempotency_key) DO NOTHING
-    RETURNING id
+    RETURNING id, status, reason
 ), attachment AS (
     INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
                              size, sha256, storage_key)
@@ -83,11 +95,14 @@ WITH existing AS (
     INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
                             channel, held, max_attempts, next_attempt_at, payload, target,
                             template, secret_version)
-    SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type, %(held)s,
-           t.max_attempts, %(now)s, %(payload)s, d.config, p.template,
+    SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type,
+           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, %(payload)s, d.config,
+           p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM submission s
-     CROSS JOIN jsonb_to_recordset(%(deliveries)s::jsonb)
+     CROSS JOIN gate g
+     CROSS JOIN jsonb_to_recordset(CASE WHEN g.limited THEN %(limited_deliveries)s::jsonb
+                                        ELSE %(deliveries)s::jsonb END)
            AS p(id text, route_id text, template jsonb)
       JOIN routes r ON r.id = p.route_id AND r.enabled AND r.deleted_at IS NULL
       JOIN destinations d
@@ -95,6 +110,19 @@ WITH existing AS (
        AND d.deleted_at IS NULL
       JOIN destination_types t ON t.name = d.type
     RETURNING id
+), stale_acknowledgement_count AS (
+    DELETE FROM acknowledgement_counts
+     WHERE recipient_hash = %(ack_recipient_hash)s::bytea AND day < %(today)s::date
+), acknowledgement_quota AS (
+    -- One more acknowledgement to this address today, unless its cap is reached: a
+    -- concurrent submit to the same address waits for this row and re-checks the cap.
+    INSERT INTO acknowledgement_counts AS c (recipient_hash, day, sent)
+    SELECT %(ack_recipient_hash)s::bytea, %(today)s::date, 1
+      FROM submission s CROSS JOIN gate g
+     WHERE %(ack_recipient_hash)s::bytea IS NOT NULL AND NOT g.limited
+    ON CONFLICT (recipient_hash, day)
+    DO UPDATE SET sent = c.sent + 1 WHERE c.sent < %(ack_daily_max)s
+    RETURNING 1
 ), acknowledgement AS (
     -- The visitor's acknowledgement email (consent given, a valid address): no route, no
     -- destination; at most one per submission (deliveries_one_acknowledgement_idx).
@@ -103,6 +131,7 @@ WITH existing AS (
     SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, t.name, %(held)s,
            t.max_attempts, %(now)s, %(payload)s, a.target, a.template
       FROM submission s
+     CROSS JOIN acknowledgement_quota q
      CROSS JOIN jsonb_to_recordset(%(acknowledgements)s::jsonb)
            AS a(id text, target jsonb, template jsonb)
       JOIN destination_types t ON t.name = 'email'
@@ -110,20 +139,25 @@ WITH existing AS (
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data)
     SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
-      FROM submission s,
-           jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(item, n)
+      FROM submission s
+     CROSS JOIN gate g
+     CROSS JOIN jsonb_array_elements(CASE WHEN g.limited THEN %(limited_events)s::jsonb
+                                          ELSE %(events)s::jsonb END)
+           WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
 ), usage AS (
     INSERT INTO usage_counters (organization_id, month, submissions)
-    SELECT %(organization_id)s, %(month)s, 1 FROM submission WHERE %(counted)s
+    SELECT %(organization_id)s, %(month)s, 1
+      FROM submission CROSS JOIN gate g
+     WHERE %(counted)s AND NOT g.limited
     ON CONFLICT (organization_id, month)
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
-SELECT s.id, true AS created, NULL::bytea AS payload_hash,
+SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
        (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement) AS deliveries
   FROM submission s
 UNION ALL
-SELECT e.id, false, e.payload_hash, 0 FROM existing e
+SELECT e.id, false, NULL, NULL, e.payload_hash, 0 FROM existing e
 
 -- name: insert_stored_objects
 -- Record storage keys before their bytes are written, so an orphan can always be found.
