@@ -53,3 +53,6 @@ CREATE TABLE acknowledgement_counts (
     sent           integer NOT NULL CHECK (sent >= 1),
     PRIMARY KEY (recipient_hash, day)
 );
+
+-- The gate above replaces the key-less lookup of 0007 in the submit statement.
+DROP FUNCTION postbag_previous_keyless_submission(bigint, text, bytea, bytea, timestamptz);

@@ -59,12 +59,13 @@ def create_api_app(services: Services) -> FastAPI:
     install_validation_handler(app)
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
     for router in V1_ROUTERS:
-        # Every route may meet the body limit and the bad-key throttle.
+        # Every route may meet a body it cannot parse, a method it does not take, the body
+        # limit and the bad-key throttle.
         app.include_router(
             router,
             prefix="/v1",
             dependencies=[Depends(check_request)],
-            responses=problems(413, 429),
+            responses=problems(400, 405, 413, 429),
         )
     mount_mcp(app, services)
     install_api_docs(app)

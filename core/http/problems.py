@@ -118,7 +118,9 @@ def problem_for(exc: PostbagError) -> JSONResponse:
 def http_error_response(exc: StarletteHTTPException, request: Request) -> JSONResponse:
     """The problem+json answer to a routing error (unknown path, wrong method); a 405 says
     in `Allow` every method the path is served with."""
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    # FastAPI answers a body it cannot parse with a 400.
+    codes = {400: "malformed_body", 404: "not_found", 405: "method_not_allowed"}
+    code = codes.get(exc.status_code, "http_error")
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
         headers["Allow"] = ", ".join(_allowed_methods(request))

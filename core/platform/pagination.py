@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from core.platform.errors import InvalidInput
+from core.platform.values import check_storable
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -24,13 +25,15 @@ def encode_cursor(position: list[Any]) -> str:
 
 
 def decode_cursor(cursor: str | None) -> list[Any] | None:
-    """The keyset position a cursor stands for; a malformed cursor is InvalidInput."""
-    if cursor is None:
+    """The keyset position a cursor stands for (an empty one is the first page); a malformed
+    cursor, or one holding what no query can take (NUL, a lone surrogate), is InvalidInput."""
+    if not cursor:
         return None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         position = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        check_storable(position)
+    except (ValueError, UnicodeDecodeError, InvalidInput):
         position = None
     if not isinstance(position, list):
         raise InvalidInput("malformed cursor", [{"field": "cursor", "message": "malformed"}])

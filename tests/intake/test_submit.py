@@ -891,8 +891,9 @@ async def test_submit__lookups_do_not_walk_the_forms_history_under_a_plan_made_w
     client, payload, now = b"\x01" * 32, b"\x02" * 32, utcnow()
     params = {"form_id": form, "month": now.date().replace(day=1), "client_hash": client}
     keyless = (
-        "SELECT * FROM postbag_previous_keyless_submission("
-        "1, %(form_id)s, %(client_hash)s, %(payload)s, %(now)s)"
+        "SELECT * FROM postbag_submit_gate(%(form_id)s, %(client_hash)s, "
+        "%(now)s - interval '600 seconds', 1000, true, %(payload)s, "
+        "%(now)s - interval '60 seconds')"
     )
 
     async def lookups() -> None:

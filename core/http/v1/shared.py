@@ -29,17 +29,20 @@ class Problem(BaseModel):
 
 _PROBLEM_SCHEMA = Problem.model_json_schema()
 _WHEN: dict[int, str] = {
+    400: "`malformed_body`: the body is not valid JSON",
     401: "`unauthenticated`: the API key is missing, unknown or revoked",
     402: "`plan_limit`: the plan's count of this kind of object is reached",
-    404: "`not_found`: no such object in this organization",
+    404: "`not_found`: no such object in this organization (or an id of the wrong shape)",
+    405: "`method_not_allowed`: `Allow` lists the methods the path takes",
     409: (
         "the object's state does not allow this now: `route_exists`, `delivery_in_progress`, "
         "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused` "
         "or `destination_removed`"
     ),
     422: (
-        "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema` or "
-        "`invalid_template`: `errors` lists the offending fields"
+        "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema`, "
+        "`invalid_template`, `unstorable_value` (NUL, a lone surrogate, a non-finite number) "
+        "or `input_limit` (nesting, name length): `errors` lists the offending fields"
     ),
     413: "`payload_too_large`: the request body is over 1 MiB",
     429: (
@@ -52,13 +55,17 @@ _WHEN: dict[int, str] = {
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for these problem statuses."""
-    return {
-        status: {
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        responses[status] = {
             "description": _WHEN[status],
             "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}},
         }
-        for status in statuses
-    }
+        if status == 405:
+            responses[status]["headers"] = {
+                "Allow": {"description": "the methods the path takes", "schema": {"type": "string"}}
+            }
+    return responses
 
 
 class Page(BaseModel, Generic[T]):

@@ -9,6 +9,7 @@ from core.destinations.chat import redact_url
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
+from core.platform.ids import new_id
 from core.platform.services import Services
 from tests.support.api import api_client
 from tests.support.builders import Tenant, make_delivery, make_route_to, setup_form
@@ -37,7 +38,7 @@ async def test_deliveries_api__list_get_and_retry_by_hand(services: Services, co
             assert (row["submission"], row["destination"], row["kind"]) == (sub, dst, "submission")
             assert (row["attempts"], row["last_detail"]) == (1, "http_404")
             assert listed["next_cursor"] is None
-            assert (await api.get("/v1/deliveries", params={"destination": "dst_x"})).json()[
+            assert (await api.get("/v1/deliveries", params={"destination": new_id("dst")})).json()[
                 "data"
             ] == []
             one = (await api.get(f"/v1/deliveries/{dlv}")).json()

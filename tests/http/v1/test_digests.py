@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from core.platform.db import Conn
+from core.platform.ids import new_id
 from core.platform.services import Services
 from core.ticks.digests import run_digests
 from tests.support.api import api_client, assert_problem, create
@@ -70,7 +71,7 @@ async def test_digests__listed_per_route_newest_first_and_paginated(
         assert [d["period"] for d in rest.json()["data"]] == ["2027-03-01"]
         assert rest.json()["next_cursor"] is None
         other = await client.get(
-            "/v1/digests", params={"route": "rte_nothing"}, headers=acme.headers
+            "/v1/digests", params={"route": new_id("rte")}, headers=acme.headers
         )
         assert other.json() == {"data": [], "next_cursor": None}
         bad = await client.get("/v1/digests", params={"cursor": "%%%"}, headers=acme.headers)

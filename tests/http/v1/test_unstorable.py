@@ -117,6 +117,19 @@ async def test_v1_unstorable__well_formed_ids_still_reach_the_endpoint(
     assert set(options.headers["allow"].replace(" ", "").split(",")) == {"GET", "PATCH", "DELETE"}
 
 
+@pytest.mark.parametrize("resource", ["forms", "submissions", "deliveries", "alerts", "digests"])
+async def test_v1_unstorable__empty_cursor_is_the_first_page_and_a_nul_cursor_is_422(
+    services: Services, conn: Conn, resource: str
+) -> None:
+    acme = await make_tenant(conn)
+    nul_cursor = "WyJcdTAwMDAiXQ"  # base64 of ["\u0000"]
+    async with api_client(services) as client:
+        empty = await client.get(f"/v1/{resource}?cursor=", headers=acme.headers)
+        nul = await client.get(f"/v1/{resource}?cursor={nul_cursor}", headers=acme.headers)
+    assert empty.status_code == 200, empty.text
+    assert_problem(nul, 422, "invalid_input")
+
+
 async def test_v1_unstorable__a_logged_database_error_carries_no_value(conn: Conn) -> None:
     secret = "Jane Doe +44 7700 900123"
     try:
