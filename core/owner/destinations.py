@@ -20,6 +20,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.registry import ADAPTERS
@@ -72,16 +73,17 @@ class DestinationFields(BaseModel):
 
 
 class DestinationPatch(BaseModel):
-    """A change to a destination; a new `secret` becomes a new secret version."""
+    """A change to a destination; a new `secret` becomes a new secret version. A field left
+    out keeps its value; none takes `null` (the schema says so, the update refuses it)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: DestinationName | None = None
-    config: dict[str, Any] | None = None
-    secret: Secret | None = Field(
+    name: DestinationName | SkipJsonSchema[None] = None
+    config: dict[str, Any] | SkipJsonSchema[None] = None
+    secret: Secret | SkipJsonSchema[None] = Field(
         default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
     )
-    enabled: bool | None = None
+    enabled: bool | SkipJsonSchema[None] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,16 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+import time
 import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from core.http.submit_app import create_submit_app
 from core.intake import attachments
 from core.intake.attachments import sniff
 from core.platform.db import Conn
@@ -28,6 +31,7 @@ from tests.support.files import (
     png,
     zip_bomb,
 )
+from tests.support.fuzzing import served, tenant_with_form
 from tests.support.records import rows
 from tests.support.settings import built_services
 from tests.support.submit import submit_client
@@ -401,3 +405,37 @@ async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
     assert again.status_code == 200 and again.json()["receipt"] == first.json()["receipt"]
     assert other.status_code == 409
     assert len(await rows(conn, "SELECT id FROM attachments")) == 1
+
+
+@pytest.mark.slow
+def test_attachments__health_answers_promptly_while_a_bomb_is_checked(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Timing, against a real server: `/health` polled while a 1 MB bomb (1 GiB inflated) is
+    uploaded and refused. The bound is loose for a loaded CI machine; the target is 200 ms."""
+    _, form = tenant_with_form(db_url, file_fields={"doc": {"types": [".odt"]}})
+    waits: list[float] = []
+    done = threading.Event()
+    with served(db_url, tmp_path, create_submit_app) as base:
+
+        def poll() -> None:
+            with httpx.Client(base_url=base, timeout=60) as health:
+                while not done.is_set():
+                    started = time.monotonic()
+                    assert health.get("/health").status_code == 200
+                    waits.append(time.monotonic() - started)
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        with httpx.Client(base_url=base, timeout=60) as client:
+            for _ in range(3):
+                response = client.post(
+                    f"/s/{form}",
+                    files=[("doc", ("doc.odt", zip_bomb(), "application/zip"))],
+                    headers=JSON_ACCEPT,
+                )
+                assert response.status_code == 422
+        done.set()
+        poller.join()
+    assert len(waits) >= 3
+    assert max(waits) < 1.0, max(waits)

@@ -8,8 +8,10 @@ from openapi_spec_validator import validate
 
 from core.http.api_app import create_api_app
 from core.http.problems import _STATUS_AND_CODE
+from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import api_client, served_operations
+from tests.support.api import WEBHOOK, api_client, assert_problem, served_operations
+from tests.support.builders import make_tenant
 
 PROBLEM = "application/problem+json"
 
@@ -46,7 +48,8 @@ async def test_openapi__documents_bodies_and_problem_responses(services: Service
             where = f"{method.upper()} {path}"
             responses = operation["responses"]
             assert operation.get("security"), where
-            assert {"401", "503"} <= responses.keys(), where
+            assert {"400", "401", "405", "503"} <= responses.keys(), where
+            assert "Allow" in responses["405"]["headers"], where
             if "{" in path:
                 assert "404" in responses, where
             if "requestBody" in operation:
@@ -109,3 +112,18 @@ async def test_openapi__api_md_names_every_route_the_app_serves(services: Servic
         if path.startswith("/v1/")
     }
     assert served - named == set()
+
+
+async def test_openapi__destination_patch_takes_no_null_and_refuses_it(
+    services: Services, conn: Conn
+) -> None:
+    document = await _document(services)
+    patch = document["components"]["schemas"]["DestinationPatch"]["properties"]
+    for name in ("name", "config", "secret", "enabled"):
+        assert "anyOf" not in patch[name] and patch[name].get("type") != "null", name
+    acme = await make_tenant(conn)
+    async with api_client(services, acme.key) as client:
+        created = await client.post("/v1/destinations", json=WEBHOOK)
+        destination = created.json()["id"]
+        refused = await client.patch(f"/v1/destinations/{destination}", json={"config": None})
+    assert_problem(refused, 422, "invalid_input")
