@@ -154,6 +154,7 @@ OTHER_COLUMNS = {
     ("worker_heartbeats", "last_pass"): "counters",
     ("outbox_claim_cursor", "visited_org"): "id",
     ("dashboard_sessions", "id_hash"): "hash",
+    ("acknowledgement_counts", "recipient_hash"): "hash",
     ("dashboard_sessions", "organization_id"): "id",
     ("dashboard_sessions", "api_key_id"): "id",
     ("dashboard_sessions", "csrf_token"): "random token",
