@@ -55,10 +55,22 @@ DestinationType = Annotated[
 ]
 
 
+def _config_by_type(schema: dict[str, Any]) -> None:
+    """In the JSON Schema (and so the OpenAPI document), `config` is the `Config` of the
+    adapter `type` names: one `if type … then config …` per type."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+            "then": {"properties": {"config": adapter.Config.model_json_schema()}},
+        }
+        for name, adapter in ADAPTERS.items()
+    ]
+
+
 class DestinationFields(BaseModel):
     """A destination as created."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_config_by_type)
 
     type: DestinationType
     name: DestinationName

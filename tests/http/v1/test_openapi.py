@@ -127,3 +127,16 @@ async def test_openapi__destination_patch_takes_no_null_and_refuses_it(
         destination = created.json()["id"]
         refused = await client.patch(f"/v1/destinations/{destination}", json={"config": None})
     assert_problem(refused, 422, "invalid_input")
+
+
+async def test_openapi__destination_config_is_typed_by_type(services: Services) -> None:
+    document = await _document(services)
+    fields = document["components"]["schemas"]["DestinationFields"]
+    by_type = {
+        rule["if"]["properties"]["type"]["const"]: rule["then"]["properties"]["config"]
+        for rule in fields["allOf"]
+    }
+    assert by_type["webhook"]["required"] == ["url"]
+    assert by_type["email"]["properties"]["to"]["type"] == "array"
+    assert by_type["telegram"]["properties"]["chat_id"]["pattern"]
+    assert set(by_type) == set(fields["properties"]["type"]["enum"])
