@@ -60,9 +60,10 @@ def _json_bodies(draw: st.DrawFn) -> tuple[str | None, bytes]:
     return "application/json", text.encode()
 
 
-# Bytes: mostly the UTF-8 of text (so some bodies parse), sometimes anything.
+# Bytes: mostly the UTF-8 of text (so some bodies parse), sometimes anything; part names
+# are sometimes the form's file field, so files reach storage (or must not).
 _BYTES = _TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")) | st.binary(max_size=40)
-_NAME = _BYTES.filter(lambda b: not (set(b) & set(b'"\r\n')))
+_NAME = (st.just(b"cv") | _BYTES).filter(lambda b: not (set(b) & set(b'"\r\n')))
 
 
 @st.composite
@@ -137,5 +138,9 @@ def test_fuzz_submit__no_5xx_and_no_partial_write(db_url: str, tmp_path: Path) -
                 assert after == before, (response.status_code, response.text)
 
         post()
-    print(f"submit fuzzer: {sum(seen.values())} requests, statuses {sorted(seen.items())}")
+        files = _written(conn, tmp_path / "files")[2]
+    print(
+        f"submit fuzzer: {sum(seen.values())} requests, statuses {sorted(seen.items())}, "
+        f"{files} files stored"
+    )
     assert sum(seen.values()) >= EXAMPLES
