@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.platform.errors import InputLimit, MalformedBody, UnstorableValue
+from core.platform.limits import MAX_FIELDS
 
+# MAX_FIELDS (core.platform.limits): distinct top-level field names of one submission.
 MAX_DEPTH = 32  # levels of nested objects and arrays, the body itself being the first
-MAX_FIELDS = 200  # distinct top-level field names of one submission
 MAX_FIELD_NAME = 256  # characters of a field name (or of any object key)
 _SHOWN_NAME = 64
 
