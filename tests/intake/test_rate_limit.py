@@ -111,3 +111,10 @@ async def test_rate_limit__acknowledgements_capped_per_recipient_and_day(
     assert len(stored) == 14 and {r["status"] for r in stored} == {"accepted"}
     counts = await rows(conn, "SELECT sent FROM acknowledgement_counts ORDER BY sent")
     assert [r["sent"] for r in counts] == [1, 5]
+
+
+async def test_rate_limit__the_gate_says_it_returns_one_row(conn: Conn) -> None:
+    # At the default estimate (1000 rows) the submit statement's cost passed the JIT
+    # threshold, and every submit spent about a second compiling (seen under load).
+    [row] = await rows(conn, "SELECT prorows FROM pg_proc WHERE proname = 'postbag_submit_gate'")
+    assert row["prorows"] == 1
