@@ -61,6 +61,12 @@ def default_lines(payload: Mapping[str, Any], template: Mapping[str, Any] | None
     return lines
 
 
+def one_line(text: str) -> str:
+    """`text` with its line breaks as spaces: a subject is one header line, and a visitor's
+    CR/LF must neither break it nor add a header."""
+    return " ".join(text.splitlines())
+
+
 def message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> tuple[str, str]:
     """The subject and text: the route's `{{field}}` templates, or the default message."""
     template = template or {}
@@ -70,7 +76,9 @@ def message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> t
     subject = template.get("subject")
     text = template.get("text")
     return (
-        render(subject, values) if isinstance(subject, str) and subject else DEFAULT_SUBJECT,
+        one_line(render(subject, values))
+        if isinstance(subject, str) and subject
+        else DEFAULT_SUBJECT,
         render(text, values)
         if isinstance(text, str) and text
         else "\n".join(default_lines(payload, template)),
@@ -83,7 +91,7 @@ def digest_message(summary: Mapping[str, Any], *, form_name: str) -> tuple[str, 
     count = int(summary.get("count") or 0)
     listed = list(summary.get("submissions") or [])
     noun = "submission" if count == 1 else "submissions"
-    subject = f"{count} new {noun} to {form_name} ({summary.get('period', '')})"
+    subject = one_line(f"{count} new {noun} to {form_name} ({summary.get('period', '')})")
     lines = [subject, ""]
     lines += [f"{item['receipt']} · {item['submitted_at']}" for item in listed]
     if count > len(listed):

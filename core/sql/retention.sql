@@ -108,3 +108,12 @@ DELETE FROM events
 DELETE FROM delivery_attempts
  WHERE id IN (SELECT id FROM delivery_attempts WHERE started_at < %(before)s
                ORDER BY started_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
+-- name: prune_acknowledgement_counts
+-- Up to `limit` per-address acknowledgement counts of UTC days before `before`'s deleted:
+-- only today's count caps anything.
+DELETE FROM acknowledgement_counts
+ WHERE (recipient_hash, day) IN (
+       SELECT recipient_hash, day FROM acknowledgement_counts
+        WHERE day < (%(before)s AT TIME ZONE 'UTC')::date
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)

@@ -235,12 +235,14 @@ async def _infer_one(
 async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
-    """Delete events and delivery attempts older than `HISTORY_DAYS`, a batch per statement."""
+    """Delete events and delivery attempts older than `HISTORY_DAYS`, and the counts of
+    acknowledgements of days gone by, a batch per statement."""
     stats: Counter[str] = Counter()
-    before = now - timedelta(days=HISTORY_DAYS)
-    for name, counter in (
-        ("prune_events", "events_pruned"),
-        ("prune_delivery_attempts", "attempts_pruned"),
+    history_start = now - timedelta(days=HISTORY_DAYS)
+    for name, counter, before in (
+        ("prune_events", "events_pruned", history_start),
+        ("prune_delivery_attempts", "attempts_pruned", history_start),
+        ("prune_acknowledgement_counts", "acknowledgement_counts_pruned", now),
     ):
         while True:
             async with services.db.connection() as conn:

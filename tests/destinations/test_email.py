@@ -214,6 +214,26 @@ async def test_email__smtp_sends_the_default_text(
     assert (await delivery(conn, dlv))["status"] == "sent"
 
 
+async def test_email__a_line_break_in_a_templated_subject_adds_no_header(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    """A visitor's CR/LF reaching the subject is sent as a space: one Subject line, no Bcc,
+    and the email is delivered rather than refused by the mail library every attempt."""
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    template = {**TEMPLATE, "subject": "From {{name}}"}
+    values = {"name": "Ada\r\nBcc: victim@example.com", "email": "a@example.com"}
+    _sub, _dlv, _form = await _email_delivery(conn, values=values, template=template)
+    stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)
+    assert stats["sent"] == 1, stats
+    [envelope] = received
+    assert envelope.rcpt_tos == ["owner@example.com"]
+    assert isinstance(envelope.content, bytes)
+    parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
+    assert parsed["Subject"] == "From Ada Bcc: victim@example.com"
+    assert parsed["Bcc"] is None
+
+
 async def test_email__smtp_refused_recipient_is_dead_at_once(
     services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
 ) -> None:

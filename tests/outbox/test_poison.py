@@ -62,11 +62,12 @@ async def _dead_alerts_and_events(conn: Conn) -> tuple[list[dict[str, Any]], lis
 async def test_poison__an_adapter_that_raises_ends_dead_with_an_alert(
     services: Services, conn: Conn, smtp_peer: tuple[str, list[Envelope]]
 ) -> None:
-    """A CR/LF in a templated subject makes the email adapter raise, every time."""
+    """A stored recipient with a CR/LF (a row written past the API's checks) makes the email
+    adapter raise, every time."""
     url, received = smtp_peer
     mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
     tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-    to = {"to": ["owner@example.com"]}
+    to = {"to": ["owner@example.com\r\nBcc: victim@example.com"]}
     dst, rte = await make_route_to(conn, tenant, form, type="email", config=to, secrets=())
     _, dlv = await make_delivery(
         conn,
@@ -76,7 +77,7 @@ async def test_poison__an_adapter_that_raises_ends_dead_with_an_alert(
         rte,
         channel="email",
         target=to,
-        values={"name": "Ada\r\nBcc: victim@example.com"},
+        values={"name": "Ada"},
         template={"subject": "From {{name}}", "labels": {}, "field_order": ["name"]},
         max_attempts=8,
         secret_version=None,

@@ -1,5 +1,6 @@
 """The retention tick bounds storage: spam expires on every plan, events and delivery
-attempts are pruned after the history period, inferred schema versions stop at the plan's."""
+attempts are pruned after the history period, acknowledgement counts after their day,
+inferred schema versions stop at the plan's."""
 
 from __future__ import annotations
 
@@ -107,6 +108,24 @@ async def test_retention__prunes_in_batches(services: Services, conn: Conn) -> N
     )
     assert stats["events_pruned"] == 12
     assert await rows(conn, "SELECT id FROM events WHERE created_at = %(at)s", at=old) == []
+
+
+async def test_retention__forgets_acknowledgement_counts_of_past_days(
+    services: Services, conn: Conn
+) -> None:
+    """Only today's count caps acknowledgements: an address that never comes back leaves no
+    row behind once its day is over."""
+    now = utcnow()
+    for recipient, day in ((b"past", now - timedelta(days=1)), (b"today", now)):
+        await conn.execute(
+            "INSERT INTO acknowledgement_counts (recipient_hash, day, sent)"
+            " VALUES (%(r)s, (%(at)s AT TIME ZONE 'UTC')::date, 5)",
+            {"r": recipient, "at": day},
+        )
+    stats = await run_retention(services, now=now, budget=10)
+    assert stats["acknowledgement_counts_pruned"] == 1
+    kept = await rows(conn, "SELECT recipient_hash FROM acknowledgement_counts")
+    assert [bytes(row["recipient_hash"]) for row in kept] == [b"today"]
 
 
 async def test_inference__stops_at_the_plans_schema_versions(
