@@ -11,9 +11,9 @@ from mangum import Mangum
 from core.http.api_app import create_api_app
 from core.platform.admin import is_admin_command, run_admin_command
 from core.platform.services import Services
-from core.platform.settings import load_settings
+from core.platform.settings import production_settings
 
-services = Services.from_settings(load_settings(), pool_max=2)
+services = Services.from_settings(production_settings(), pool_max=2)
 http = Mangum(create_api_app(services), lifespan="off")
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from core.destinations.http import close_shared_client
 from core.platform.services import Services
-from core.platform.settings import load_settings
+from core.platform.settings import production_settings
 from core.ticks.scheduled import LambdaContext, run_scheduled
 
-settings = load_settings()
+settings = production_settings()
 services = Services.from_settings(settings, pool_max=4)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 
@@ -21,29 +20,14 @@ from core.platform.logs import configure_logging
 from core.platform.migrate import migrate
 from core.platform.scope import OrgScope
 from core.platform.services import Services
-from core.platform.settings import Settings, load_settings
+from core.platform.settings import Settings
 from core.ticks.registry import TICKS, run_pass
-from local import keys, listen
+from local import keys, listen, serve, worker
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
-from local.embedded import embedded_database_url, local_secret_key, stop_like_ctrl_c
+from local.embedded import stop_like_ctrl_c
+from local.settings import command_settings, development_settings
 from local.welcome import banner, command_name, first_start, ready_block
-
-
-def _settings(*, local: bool, public_url: str | None = None) -> Settings:
-    """Settings from the environment; without a database URL, the embedded server's. The
-    local runner's `public_url` (where it listens) applies when POSTBAG_PUBLIC_URL is unset."""
-    settings = load_settings()
-    overrides: dict[str, object] = {}
-    if not settings.database_url:
-        overrides["database_url"] = embedded_database_url()
-    if local:
-        if settings.secret_key is None:
-            overrides["secret_key"] = local_secret_key()
-        overrides["allow_private_targets"] = True
-        if public_url and "POSTBAG_PUBLIC_URL" not in os.environ:
-            overrides["public_url"] = public_url
-    return load_settings(**overrides) if overrides else settings
 
 
 async def _migrate(url: str) -> list[str]:
@@ -73,7 +57,7 @@ async def _set_plan(url: str, organization_id: str, plan: str) -> None:
         await conn.close()
 
 
-async def _dev(settings: Settings, host: str, port: int, *, ticks: bool) -> None:
+async def _dev(settings: Settings, notes: list[str], host: str, port: int, *, ticks: bool) -> None:
     from local.runner import serve
 
     url = settings.require_database_url()
@@ -81,6 +65,12 @@ async def _dev(settings: Settings, host: str, port: int, *, ticks: bool) -> None
     created = await first_start(url)
     if created is not None:
         print(ready_block(created, settings, command=command_name(sys.argv[0])), flush=True)
+    print(
+        "Development mode (production runs `postbag serve` and `postbag worker`)"
+        + "".join(f"; {note}" for note in notes)
+        + ".",
+        flush=True,
+    )
     for line in banner(settings, host=host, port=port, ticks=ticks):
         print(line, flush=True)
     await serve(Services.from_settings(settings), host=host, port=port, ticks=ticks)
@@ -124,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     keys.register(commands)
     listen.register(commands)
+    serve.add_command(commands)
+    worker.add_command(commands)
     tick = commands.add_parser("tick", help="run one pass of a scheduled tick")
     tick.add_argument("name", choices=sorted(TICKS))
     tick.add_argument("--budget", type=float, default=60.0, help="seconds (default 60)")
@@ -137,7 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_client_command(args)
     stop_like_ctrl_c()
     try:
-        settings = _settings(local=args.command == "dev", public_url=_listening_url(args))
+        if args.command == "serve":
+            return serve.main(args)
+        if args.command == "worker":
+            return worker.main(args)
+        notes: list[str] = []
+        if args.command == "dev":
+            settings, notes = development_settings(public_url=_listening_url(args))
+        else:
+            settings = command_settings()
         # JSON unless a person reads stderr; the cloud functions always log JSON.
         configure_logging(settings.log_level, readable=sys.stderr.isatty())
         url = settings.require_database_url()
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.organization_id} is now on {args.plan}")
         elif args.command == "dev":
             # The runner serves on uvloop (and httptools, see `local.runner.serve`).
-            uvloop.run(_dev(settings, args.host, args.port, ticks=not args.no_ticks))
+            uvloop.run(_dev(settings, notes, args.host, args.port, ticks=not args.no_ticks))
         elif args.command == "tick":
             print(json.dumps(asyncio.run(_tick(settings, args.name, args.budget))))
         else:

@@ -12,5 +12,5 @@ from core.platform.services import Services
 
 async def health(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
-    report = await check_health(services.db, now=utcnow())
+    report = await check_health(services.db, now=utcnow(), replica_worker=services.worker)
     return JSONResponse(report.as_dict(), status_code=200 if report.healthy else 503)

@@ -130,6 +130,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
             resolver=state.resolver,
         )
         async with state.sends:
+            state.started.add(claim.id)
             started_at, started = state.now(), time.monotonic()
             result = await _send(claim, ctx)
             duration_ms = round((time.monotonic() - started) * 1000)

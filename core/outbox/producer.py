@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.outbox import store
 from core.outbox.executor import execute
@@ -26,10 +26,20 @@ class Producer:
         self._state = state
         self._tasks: set[asyncio.Task[None]] = set()
         self._claim_of: dict[asyncio.Task[None], Claim] = {}
+        # Done once the pass is told to stop (`PassState.stop`).
+        self._stopped: asyncio.Future[Any]
 
     async def run(self, deadline: float) -> None:
-        """Claim and send until nothing is due or the budget (ending at the monotonic
-        `deadline`) leaves no room for another send, then see the sends in flight out."""
+        """Claim and send until nothing is due, the budget (ending at the monotonic
+        `deadline`) leaves no room for another send or the pass is told to stop, then see
+        the sends in flight out."""
+        self._stopped = asyncio.ensure_future(self._state.stop.wait())
+        try:
+            await self._run(deadline)
+        finally:
+            self._stopped.cancel()
+
+    async def _run(self, deadline: float) -> None:
         state, tasks = self._state, self._tasks
         opts = state.options
         # Claimed ahead of the sends, and claimed in groups of at least `concurrency` (a claim
@@ -38,11 +48,13 @@ class Producer:
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
         first = True
-        while first or deadline - time.monotonic() > opts.timeout + opts.margin:
+        while not state.stop.is_set() and (
+            first or deadline - time.monotonic() > opts.timeout + opts.margin
+        ):
             first = False
             room = window - len(tasks)
             if tasks and room < opts.concurrency:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                await self._wait()
                 continue
             # Sends in flight when the claim began: their destinations' room may have been
             # full for it, and may be free by the time it answers.
@@ -63,19 +75,43 @@ class Producer:
                 # destination's backlog, an answer frees a busy destination's room), and
                 # new ones come due: look again shortly (at once if they have all ended).
                 if tasks:
-                    await asyncio.wait(tasks, timeout=POLL, return_when=asyncio.FIRST_COMPLETED)
+                    await self._wait(timeout=POLL)
                 continue
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
                 tasks.add(task)
                 self._claim_of[task] = claim
                 task.add_done_callback(tasks.discard)
-        if tasks and opts.strict_budget:
-            _, late = await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0))
+        if tasks and not state.stop.is_set():
+            # Until every send has ended, the pass is told to stop, or a strict budget ends.
+            timeout = max(deadline - time.monotonic(), 0) if opts.strict_budget else None
+            every = asyncio.ensure_future(asyncio.wait(set(tasks)))
+            await asyncio.wait(
+                {every, self._stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            every.cancel()
+            if tasks and not state.stop.is_set():
+                await self._give_back(set(tasks), "pass_ended")
+        if state.stop.is_set():
+            await self._drain()
+
+    async def _wait(self, *, timeout: float | None = None) -> None:
+        """Until a send ends, the pass is told to stop, or `timeout` seconds have gone by."""
+        await asyncio.wait(
+            {*self._tasks, self._stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+
+    async def _drain(self) -> None:
+        """The pass was told to stop: give back at once the claims whose send has not begun,
+        let the sends under way finish for up to `drain` seconds, then give back the rest."""
+        state = self._state
+        waiting = {t for t in self._tasks if self._claim_of[t].id not in state.started}
+        if waiting:
+            await self._give_back(waiting, "worker_stopped")
+        if self._tasks:
+            _, late = await asyncio.wait(set(self._tasks), timeout=state.options.drain)
             if late:
-                await self._give_back(late)
-        elif tasks:
-            await asyncio.gather(*tasks)
+                await self._give_back(late, "worker_stopped")
 
     async def stop(self) -> None:
         """Stop the sends still in flight (a cancelled pass): their claims expire and another
@@ -85,19 +121,17 @@ class Producer:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _give_back(self, late: set[asyncio.Task[None]]) -> None:
-        """The budget ran out with sends in flight (a short Lambda budget): stop them and give
-        their claims back at once, attempts unspent, rather than leave them to their lease."""
+    async def _give_back(self, late: set[asyncio.Task[None]], detail: str) -> None:
+        """Stop these sends (the budget ran out, or the worker is stopping) and give their
+        claims back at once, attempts unspent, rather than leave them to their lease."""
         state = self._state
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
         claims = [self._claim_of[task] for task in late]
         async with state.services.db.connection() as conn:
-            given = set(
-                await store.give_back_claims(conn, claims, now=state.now(), detail="pass_ended")
-            )
+            given = set(await store.give_back_claims(conn, claims, now=state.now(), detail=detail))
         for claim in claims:
             if claim.id in given:
                 state.stats["given_back"] += 1
-                log.info("claim given back at the end of the pass", extra=claim.log_ids)
+                log.info("claim given back", extra={**claim.log_ids, "detail": detail})

@@ -46,6 +46,9 @@ class WorkerOptions:
     # back (the ticks: a Lambda invocation ends at its deadline), or awaited (a soft budget
     # that only stops new claims).
     strict_budget: bool = False
+    # After a stop signal, how long sends already under way may take to finish before they
+    # are stopped and given back.
+    drain: float = 10.0
 
 
 @dataclass
@@ -64,6 +67,10 @@ class PassState:
     breaker: Breaker
     # Sends in flight, all destinations together.
     sends: asyncio.Semaphore
+    # Set to stop the pass early (a worker shutting down): no new claims or sends.
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # Claims whose send has begun (the others can be given back without a duplicate).
+    started: set[str] = field(default_factory=set)
     # Sends in flight per destination.
     gates: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
@@ -86,8 +93,15 @@ class Deliverer:
         self._http = http
         self._rng = rng or random.Random()
 
-    async def run_pass(self, *, now: datetime, budget: float) -> dict[str, Any]:
-        """Drain due deliveries for at most `budget` seconds; return what happened."""
+    async def run_pass(
+        self, *, now: datetime, budget: float, stop: asyncio.Event | None = None
+    ) -> dict[str, Any]:
+        """Drain due deliveries for at most `budget` seconds; return what happened.
+
+        Once `stop` is set the pass claims nothing more, gives back at once the claims whose
+        send has not begun, lets the sends under way finish for up to `options.drain`
+        seconds and gives back the rest (their attempts unspent).
+        """
         started = time.monotonic()
         deadline = started + budget
         db = self.services.db
@@ -109,6 +123,7 @@ class Deliverer:
             completer=Completer(db),
             breaker=Breaker(db, stats, clock),
             sends=asyncio.Semaphore(self.options.concurrency),
+            stop=stop or asyncio.Event(),
         )
         producer = Producer(state)
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from core.platform.db import Database
@@ -27,6 +27,12 @@ class Health:
     # and a 503 here would take a working submit endpoint out of a load balancer's rotation.
     # Each one also opens a `storage.stuck` alert for its organization.
     stuck_file_deletions: int = 0
+    # Delivery workers, anywhere, whose heartbeat is younger than MAX_HEARTBEAT_AGE_SECONDS.
+    live_workers: int = 0
+    # The delivery worker this process runs, by its heartbeat name; None for a process that
+    # runs none (`postbag serve`, the cloud's HTTP functions), which is healthy as long as a
+    # worker elsewhere drains the outbox.
+    replica_worker: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -42,17 +48,21 @@ class Health:
         return {"status": "ok" if self.healthy else "unhealthy", **asdict(self)}
 
 
-async def check_health(db: Database, *, now: datetime) -> Health:
-    """Read the three signals; an unreachable database is reported, not raised."""
+async def check_health(db: Database, *, now: datetime, replica_worker: str | None = None) -> Health:
+    """Read the signals; an unreachable database is reported, not raised."""
     try:
         async with db.connection() as conn:
             cur = await conn.execute(
                 queries["health_snapshot"],
-                {"now": now, "max_delete_attempts": MAX_DELETE_ATTEMPTS},
+                {
+                    "now": now,
+                    "max_delete_attempts": MAX_DELETE_ATTEMPTS,
+                    "alive": timedelta(seconds=MAX_HEARTBEAT_AGE_SECONDS),
+                },
             )
             row = await cur.fetchone()
     except Unavailable:
-        return Health(False, None, None)
+        return Health(False, None, None, replica_worker=replica_worker)
     assert row is not None
 
     def seconds(value: Any) -> float | None:
@@ -63,4 +73,6 @@ async def check_health(db: Database, *, now: datetime) -> Health:
         seconds(row["heartbeat_age"]),
         seconds(row["oldest_due_age"]),
         int(row["stuck_deletions"]),
+        int(row["live_workers"]),
+        replica_worker,
     )

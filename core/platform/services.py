@@ -12,6 +12,8 @@ from core.platform.settings import Settings
 class Services:
     settings: Settings
     db: Database
+    # The heartbeat name of the delivery worker this process runs (None: it runs none).
+    worker: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pool_max: int | None = None) -> Services:

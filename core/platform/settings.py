@@ -229,3 +229,19 @@ def load_settings(**overrides: object) -> Settings:
         elif (raw := os.environ.get(f"POSTBAG_{spec.name.upper()}")) is not None:
             values[spec.name] = _parse(spec.name, raw)
     return Settings(**values)
+
+
+# What a production process (`postbag serve`, `postbag worker`, the cloud functions) cannot
+# do without; only `postbag dev` fills them in itself.
+_REQUIRED = ("database_url", "secret_key")
+
+
+def production_settings(**overrides: object) -> Settings:
+    """The environment's settings (plus `overrides`) with no development default: a missing
+    database URL or secret key raises one ConfigError naming every variable missing."""
+    settings = load_settings(**overrides)
+    missing = [f"POSTBAG_{name.upper()}" for name in _REQUIRED if not getattr(settings, name)]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ConfigError(f"{' and '.join(missing)} {verb} required")
+    return settings

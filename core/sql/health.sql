@@ -1,9 +1,12 @@
 -- name: health_snapshot
--- Worker heartbeat age and the age of the oldest due delivery, both in seconds, and how
--- many stored files ran out of deletion attempts.
+-- Worker heartbeat age and the age of the oldest due delivery, both in seconds, how many
+-- delivery workers finished a pass within `alive`, and how many stored files ran out of
+-- deletion attempts.
 SELECT
     (SELECT extract(epoch FROM %(now)s - max(last_beat_at))
        FROM worker_heartbeats WHERE tick = 'deliver') AS heartbeat_age,
+    (SELECT count(*) FROM worker_heartbeats
+      WHERE tick = 'deliver' AND last_beat_at >= %(now)s - %(alive)s) AS live_workers,
     (SELECT extract(epoch FROM %(now)s - min(next_attempt_at))
        FROM deliveries
       WHERE status IN ('pending', 'failed') AND NOT held
@@ -16,6 +19,5 @@ SELECT
 -- Record that a worker finished a pass of a tick.
 INSERT INTO worker_heartbeats (worker_id, tick, last_beat_at, last_pass)
 VALUES (%(worker_id)s, %(tick)s, %(now)s, %(last_pass)s)
-ON CONFLICT (worker_id) DO UPDATE
-   SET tick = EXCLUDED.tick, last_beat_at = EXCLUDED.last_beat_at,
-       last_pass = EXCLUDED.last_pass
+ON CONFLICT (worker_id, tick) DO UPDATE
+   SET last_beat_at = EXCLUDED.last_beat_at, last_pass = EXCLUDED.last_pass

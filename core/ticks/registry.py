@@ -1,7 +1,9 @@
 """The registry of scheduled passes, and running one pass with its heartbeat.
 
 Each tick is a `core` function taking the services, `now` and a time budget; its handler,
-the local runner's cron loop and `postbag tick NAME` all run it through `run_pass`.
+`postbag worker` (and the local runner) and `postbag tick NAME` all run it through
+`run_pass`, except the worker's deliver pass, which it can stop, and which records the same
+heartbeat through `record_heartbeat`.
 """
 
 from __future__ import annotations
@@ -47,19 +49,27 @@ TICKS: Mapping[str, Tick] = MappingProxyType(
     }
 )
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+def worker_name(role: str | None = None) -> str:
+    """This process's heartbeat name: `host:pid`, prefixed by its role (`worker@host:pid`)."""
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    return where if role is None else f"{role}@{where}"
 
 
-async def run_pass(
-    services: Services, tick: Tick, *, now: datetime, budget: float
-) -> Mapping[str, Any]:
-    """Run one bounded pass of `tick`, then record this worker's heartbeat."""
-    result = await tick.run(services, now, budget)
+async def record_heartbeat(
+    services: Services,
+    tick: Tick,
+    *,
+    now: datetime,
+    result: Mapping[str, Any],
+    worker_id: str | None = None,
+) -> None:
+    """Record that the worker `worker_id` (default: this process) finished a pass of `tick`."""
     async with services.db.connection() as conn:
         await conn.execute(
             queries["record_heartbeat"],
             {
-                "worker_id": WORKER_ID,
+                "worker_id": worker_id or worker_name(),
                 "tick": tick.name,
                 "now": now,
                 "last_pass": json.dumps(result),
@@ -67,6 +77,19 @@ async def run_pass(
         )
     level = logging.DEBUG if did_nothing(result) else logging.INFO
     log.log(level, "tick pass", extra={"tick": tick.name, "detail": dict(result)})
+
+
+async def run_pass(
+    services: Services,
+    tick: Tick,
+    *,
+    now: datetime,
+    budget: float,
+    worker_id: str | None = None,
+) -> Mapping[str, Any]:
+    """Run one bounded pass of `tick`, then record this worker's heartbeat."""
+    result = await tick.run(services, now, budget)
+    await record_heartbeat(services, tick, now=now, result=result, worker_id=worker_id)
     return result
 
 

@@ -34,6 +34,8 @@ def test_handler__function_url_get_health(
         "worker_heartbeat_age_seconds": None,
         "oldest_due_delivery_age_seconds": None,
         "stuck_file_deletions": 0,
+        "live_workers": 0,
+        "replica_worker": None,
     }
 
 

@@ -120,6 +120,7 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
     assert response.status_code == 200
     assert response.json()["database"] is True
     assert re.search(r"API key +pb_", out)
+    assert "the database is an embedded PostgreSQL" in out  # dev says which defaults it took
     assert (tmp_path / ".postbag" / "pg" / "PG_VERSION").exists()
 
     second = _start_dev(tmp_path, port)
@@ -169,6 +170,7 @@ async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(
             out = _stop(proc)
         assert posted.status_code == 201
         assert "Ticks are off" in out
+        assert "Development mode" in out and "POSTBAG_ALLOW_PRIVATE_TARGETS is on" in out
         assert pending == [{"status": "pending"}] and peer.requests == []
         ticked = postbag("tick", "deliver", env=env)
         assert ticked.returncode == 0, ticked.stderr

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from datetime import timedelta
@@ -10,8 +9,6 @@ import pytest
 
 from core.platform.clock import utcnow
 from core.platform.db import Conn
-from core.platform.services import Services
-from local.runner import cron_loop, listen
 from tests.support.builders import make_delivery, make_route_to, setup_form
 from tests.support.cli import postbag, subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
@@ -60,43 +57,6 @@ async def test_cli_tick__runs_one_deliver_pass(db_url: str, conn: Conn) -> None:
     assert (await delivery(conn, dlv))["status"] == "sent"
     unknown = await asyncio.to_thread(postbag, "tick", "nope", env=env)
     assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
-
-
-async def test_listen__a_notification_wakes_the_worker(db_url: str, conn: Conn) -> None:
-    wake = asyncio.Event()
-    task = asyncio.create_task(listen(db_url, wake))
-    try:
-        await asyncio.wait_for(wake.wait(), 5)  # set once listening
-        wake.clear()
-        await conn.execute("SELECT pg_notify('postbag_deliveries', 'dlv_x')")
-        await asyncio.wait_for(wake.wait(), 5)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def test_cron_loop__delivers_on_notify_before_the_tick(
-    services: Services, conn: Conn
-) -> None:
-    with receiver() as peer:
-        loop_task = asyncio.create_task(cron_loop(services))
-        try:
-            await asyncio.sleep(0.5)  # the first (empty) pass has run
-            tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-            dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
-            _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
-            started = time.monotonic()
-            await conn.execute("SELECT pg_notify('postbag_deliveries', %(id)s)", {"id": dlv})
-            while not peer.requests and time.monotonic() - started < 10:
-                await asyncio.sleep(0.05)
-            elapsed = time.monotonic() - started
-        finally:
-            loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
-    assert peer.requests, "not delivered"
-    assert elapsed < 5  # far sooner than the 15 s tick
 
 
 async def test_deliver_tick_handler__stops_in_time_with_3_seconds_left(

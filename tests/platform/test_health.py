@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -9,6 +10,7 @@ from core.http.submit_app import create_submit_app
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.platform.settings import load_settings
+from core.ticks.registry import TICKS, record_heartbeat
 from tests.support.seed import seed_organization
 
 
@@ -53,3 +55,29 @@ async def test_health__503_when_the_database_is_unreachable() -> None:
         await services.db.close()
     assert response.status_code == 503
     assert response.json()["database"] is False
+
+
+async def test_health__counts_live_delivery_workers_each_by_its_name(services: Services) -> None:
+    now = datetime.now(UTC)
+    deliver, digest = TICKS["deliver"], TICKS["digest"]
+    # A worker running several ticks keeps its deliver beat after a digest pass.
+    await record_heartbeat(services, deliver, now=now, result={}, worker_id="worker@a:1")
+    await record_heartbeat(services, digest, now=now, result={}, worker_id="worker@a:1")
+    await record_heartbeat(services, deliver, now=now, result={}, worker_id="worker@b:2")
+    # One gone for ten minutes no longer counts.
+    gone = now - timedelta(minutes=10)
+    await record_heartbeat(services, deliver, now=gone, result={}, worker_id="worker@c:3")
+    async with _client(services) as client:
+        body = (await client.get("/health")).json()
+    assert (body["status"], body["live_workers"], body["replica_worker"]) == ("ok", 2, None)
+    assert body["worker_heartbeat_age_seconds"] < 60
+
+
+async def test_health__names_the_worker_this_replica_runs(services: Services) -> None:
+    async with _client(replace(services, worker="dev@here:1"), api=True) as client:
+        body = (await client.get("/health")).json()
+    assert (body["status"], body["replica_worker"], body["live_workers"]) == (
+        "ok",
+        "dev@here:1",
+        0,
+    )

@@ -1,13 +1,17 @@
-"""Running the `postbag` command in a subprocess, with none of the parent's Postbag settings."""
+"""Running the `postbag` command in a subprocess, with none of the parent's Postbag settings:
+to completion, or as a server or worker stopped by SIGTERM."""
 
 from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import httpx
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -51,3 +55,37 @@ class Output:
                 raise AssertionError(f"no {marker!r} in:\n{self._seen.decode(errors='replace')}")
             self._seen += chunk
         return self._seen.decode(errors="replace")
+
+
+def spawn(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Start `postbag <args>` (a server or a worker); stdout and stderr go to one pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "local.cli", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until_serving(proc: subprocess.Popen[str], url: str, seconds: float = 60) -> None:
+    """Wait until `url` answers (any status); fail with the output if `proc` exits first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[0])
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer in {seconds} s")
+
+
+def terminate(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, float]:
+    """Send SIGTERM; the exit code, the output and the seconds it took to exit."""
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out, time.monotonic() - started

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from core.platform.errors import ConfigError
-from core.platform.settings import load_settings
+from core.platform.settings import load_settings, production_settings
+from local.settings import development_settings
 
 
 def test_settings__bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,3 +80,41 @@ def test_settings__overrides_are_checked_like_the_environment() -> None:
         load_settings(db_pool_max=0)
     with pytest.raises(ConfigError, match=r"^POSTBAG_PUBLIC_URL: "):
         load_settings().with_values(public_url="not a url")
+
+
+def test_production_settings__names_every_missing_variable_and_defaults_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("DATABASE_URL", "SECRET_KEY", "ALLOW_PRIVATE_TARGETS"):
+        monkeypatch.delenv(f"POSTBAG_{name}", raising=False)
+    with pytest.raises(
+        ConfigError, match=r"^POSTBAG_DATABASE_URL and POSTBAG_SECRET_KEY are required$"
+    ):
+        production_settings()
+    monkeypatch.setenv("POSTBAG_DATABASE_URL", "postgresql://db/postbag")
+    with pytest.raises(ConfigError, match=r"^POSTBAG_SECRET_KEY is required$"):
+        production_settings()
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "k" * 40)
+    settings = production_settings()
+    assert settings.allow_private_targets is False
+    monkeypatch.setenv("POSTBAG_ALLOW_PRIVATE_TARGETS", "true")
+    assert production_settings().allow_private_targets is True
+
+
+def test_development_settings__lists_each_default_it_applies(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POSTBAG_DATABASE_URL", "postgresql://db/postbag")
+    monkeypatch.delenv("POSTBAG_SECRET_KEY", raising=False)
+    monkeypatch.setenv("POSTBAG_ALLOW_PRIVATE_TARGETS", "false")
+    settings, notes = development_settings()
+    assert settings.allow_private_targets is True
+    assert settings.require_secret_key() == (tmp_path / ".postbag" / "secret").read_bytes()
+    assert notes == ["the secret key was generated into .postbag/secret"]
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "k" * 40)
+    _, with_key = development_settings(public_url="http://127.0.0.1:9000")
+    assert with_key == []
+    assert development_settings(public_url="http://127.0.0.1:9000")[0].public_url == (
+        "http://127.0.0.1:9000"
+    )

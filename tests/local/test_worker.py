@@ -1,0 +1,131 @@
+"""The worker loop of `postbag worker` and `postbag dev`, run in this process against real
+Postgres and real loopback receivers (the multi-process scenarios are in test_selfhost.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+
+import pytest
+
+from core.platform.clock import utcnow
+from core.platform.db import Conn
+from core.platform.services import Services
+from local.cli import build_parser
+from local.worker import Worker
+from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
+from tests.support.peers import hang, receiver
+from tests.support.records import rows
+
+
+async def _stopped(worker: Worker, task: asyncio.Task[None]) -> None:
+    worker.stop.set()
+    await asyncio.wait_for(task, 30)
+
+
+async def _wait_for(predicate: object, seconds: float = 10) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_worker__a_notification_wakes_it_before_the_tick(
+    services: Services, conn: Conn
+) -> None:
+    worker = Worker(services, name="worker@test", ticks=["deliver"])
+    with receiver() as peer:
+        task = asyncio.create_task(worker.run())
+        try:
+            await asyncio.sleep(0.5)  # the first (empty) pass has run
+            tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+            dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+            _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
+            started = time.monotonic()
+            await conn.execute("SELECT pg_notify('postbag_deliveries', %(id)s)", {"id": dlv})
+            await _wait_for(lambda: peer.requests)
+            elapsed = time.monotonic() - started
+        finally:
+            await _stopped(worker, task)
+    assert elapsed < 5  # far sooner than the 15 s tick
+    beats = await rows(conn, "SELECT worker_id, tick FROM worker_heartbeats")
+    assert beats == [{"worker_id": "worker@test", "tick": "deliver"}]
+
+
+async def test_worker__a_burst_of_notifications_costs_one_pass(
+    services: Services, conn: Conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = Worker(services, name="worker@test", ticks=["deliver"])
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0.5)  # the first passes (at start, and on LISTEN) have run
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="postbag"):  # an idle pass logs at debug
+            for n in range(50):
+                await conn.execute("SELECT pg_notify('postbag_deliveries', %(n)s)", {"n": str(n)})
+            await asyncio.sleep(1.0)
+    finally:
+        await _stopped(worker, task)
+    passes = [r for r in caplog.records if r.getMessage() == "tick pass"]
+    assert 1 <= len(passes) <= 2, len(passes)
+
+
+async def test_worker__stop_gives_back_waiting_claims_at_once_and_late_sends_after_grace(
+    services: Services, conn: Conn
+) -> None:
+    # One send at a time, every answer 20 s late: one send under way, two claims waiting.
+    worker = Worker(services, name="worker@test", ticks=["deliver"], concurrency=1, grace=0.5)
+    with receiver(hang(20)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(
+            conn, tenant, form, dst, rte, count=3, url=peer.url, due=utcnow() - timedelta(1)
+        )
+        task = asyncio.create_task(worker.run())
+        await _wait_for(lambda: peer.requests)
+        started = time.monotonic()
+        await _stopped(worker, task)
+        elapsed = time.monotonic() - started
+    assert elapsed < 3, elapsed  # the grace (0.5 s) and the give-back, not the 20 s answer
+    assert len(peer.requests) == 1  # the waiting claims were never sent
+    left = await rows(
+        conn, "SELECT status, attempts, claimed_until, last_detail FROM deliveries ORDER BY id"
+    )
+    assert (
+        left
+        == [
+            {
+                "status": "pending",
+                "attempts": 0,
+                "claimed_until": None,
+                "last_detail": "worker_stopped",
+            }
+        ]
+        * 3
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker", "--concurrency", "0"],
+        ["worker", "--ticks", "deliver,nope"],
+        ["worker", "--ticks", ""],
+        ["serve", "--workers", "0"],
+    ],
+)
+def test_cli__worker_and_serve_refuse_bad_arguments(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(args)
+    assert exited.value.code == 2
+    assert f"postbag {args[0]}: error: argument {args[1]}" in capsys.readouterr().err
+
+
+def test_cli__worker_runs_each_tick_named_once() -> None:
+    args = build_parser().parse_args(["worker", "--ticks", "deliver, digest,deliver"])
+    assert args.ticks == ("deliver", "digest")
