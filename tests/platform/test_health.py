@@ -11,6 +11,7 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, record_heartbeat
+from tests.support.builders import make_delivery, make_route_to, setup_form
 from tests.support.seed import seed_organization
 
 
@@ -41,6 +42,44 @@ async def test_health__503_when_a_due_delivery_waits_too_long(
     body = response.json()
     assert body["status"] == "unhealthy"
     assert body["oldest_due_delivery_age_seconds"] > 1000
+
+
+async def test_health__a_slow_destination_draining_its_backlog_is_not_a_stuck_outbox(
+    services: Services, conn: Conn
+) -> None:
+    """A destination with a send under a live lease is draining: its old backlog keeps
+    /health at 200. Once that lease has run out, the same backlog is a 503."""
+    tenant, form = await setup_form(conn, routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "https://example.com/h"})
+    long_ago = datetime.now(UTC) - timedelta(minutes=20)
+    await make_delivery(
+        conn,
+        tenant,
+        form,
+        dst,
+        rte,
+        target={"url": "https://example.com/h"},
+        next_attempt_at=long_ago,
+    )
+    _, in_flight = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "https://example.com/h"}
+    )
+    lease = (
+        "UPDATE deliveries SET status = 'sending', claim_token = gen_random_uuid(),"
+        " claimed_until = %(until)s WHERE id = %(id)s"
+    )
+    await conn.execute(lease, {"id": in_flight, "until": datetime.now(UTC) + timedelta(minutes=1)})
+    async with _client(services) as client:
+        draining = await client.get("/health")
+    assert (draining.status_code, draining.json()["oldest_due_delivery_age_seconds"]) == (
+        200,
+        None,
+    )
+    await conn.execute(lease, {"id": in_flight, "until": datetime.now(UTC) - timedelta(minutes=1)})
+    async with _client(services) as client:
+        stuck = await client.get("/health")
+    assert stuck.status_code == 503
+    assert stuck.json()["oldest_due_delivery_age_seconds"] > 1000
 
 
 async def test_health__503_when_the_database_is_unreachable() -> None:
