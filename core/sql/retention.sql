@@ -117,3 +117,10 @@ DELETE FROM acknowledgement_counts
        SELECT recipient_hash, day FROM acknowledgement_counts
         WHERE day < (%(before)s AT TIME ZONE 'UTC')::date
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
+-- name: prune_heartbeats
+-- Up to `limit` heartbeats whose last pass ended before `before`, deleted.
+DELETE FROM worker_heartbeats
+ WHERE (worker_id, tick) IN (
+       SELECT worker_id, tick FROM worker_heartbeats WHERE last_beat_at < %(before)s
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)

@@ -39,6 +39,9 @@ ORPHAN_AGE = timedelta(hours=1)
 # Events and delivery attempts are deleted this long after they were written
 # (docs/operations.md#retention).
 HISTORY_DAYS = 90
+# A worker's heartbeat is forgotten this long after its last pass (every process and Lambda
+# sandbox adds one; /health counts only recent ones).
+HEARTBEAT_DAYS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,14 +238,16 @@ async def _infer_one(
 async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
-    """Delete events and delivery attempts older than `HISTORY_DAYS`, and the counts of
-    acknowledgements of days gone by, a batch per statement."""
+    """Delete events and delivery attempts older than `HISTORY_DAYS`, the counts of
+    acknowledgements of days gone by and heartbeats of workers long gone, a batch per
+    statement."""
     stats: Counter[str] = Counter()
     history_start = now - timedelta(days=HISTORY_DAYS)
     for name, counter, before in (
         ("prune_events", "events_pruned", history_start),
         ("prune_delivery_attempts", "attempts_pruned", history_start),
         ("prune_acknowledgement_counts", "acknowledgement_counts_pruned", now),
+        ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
     ):
         while True:
             async with services.db.connection() as conn:

@@ -1,6 +1,6 @@
 """The retention tick bounds storage: spam expires on every plan, events and delivery
 attempts are pruned after the history period, acknowledgement counts after their day,
-inferred schema versions stop at the plan's."""
+heartbeats of workers long gone, inferred schema versions stop at the plan's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from core.ticks.retention import HISTORY_DAYS, RetentionOptions, run_retention
+from core.ticks.retention import HEARTBEAT_DAYS, HISTORY_DAYS, RetentionOptions, run_retention
 from tests.support.builders import (
     add_schema,
     make_delivery,
@@ -126,6 +126,24 @@ async def test_retention__forgets_acknowledgement_counts_of_past_days(
     assert stats["acknowledgement_counts_pruned"] == 1
     kept = await rows(conn, "SELECT recipient_hash FROM acknowledgement_counts")
     assert [bytes(row["recipient_hash"]) for row in kept] == [b"today"]
+
+
+async def test_retention__forgets_heartbeats_of_workers_long_gone(
+    services: Services, conn: Conn
+) -> None:
+    now = utcnow()
+    for worker, days in (("worker@gone:1", HEARTBEAT_DAYS + 1), ("worker@here:2", 0)):
+        await conn.execute(
+            "INSERT INTO worker_heartbeats (worker_id, tick, last_beat_at)"
+            " VALUES (%(w)s, 'deliver', %(at)s)",
+            {"w": worker, "at": now - timedelta(days=days)},
+        )
+    stats = await run_retention(services, now=now, budget=10)
+    assert stats["heartbeats_pruned"] == 1
+    kept = await rows(
+        conn, "SELECT worker_id FROM worker_heartbeats WHERE worker_id LIKE 'worker@%%'"
+    )
+    assert kept == [{"worker_id": "worker@here:2"}]
 
 
 async def test_inference__stops_at_the_plans_schema_versions(
