@@ -9,7 +9,8 @@ sends. Nothing else names a type.
 The delivery snapshot (`deliveries.payload`, `.target`, `.template`, `.secret_version`) is
 written at submit time and read by the worker:
 - `payload`: the webhook body (`event`, `receipt`, `form`, `submitted_at`, `test`,
-  `values`, `attachments`, `meta`); a digest's is the type's `digest(summary)`.
+  `values`, `labels`, `consent`, `attachments`, `meta`); a digest's is the type's
+  `digest(summary)`. jsonb keeps no key order: `template.field_order` keeps the visitor's.
 - `target`: the destination's stored config (`stored(config)`) at submit time (webhook
   `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`, a chat service's redacted
   `{"url"}`).

@@ -52,14 +52,47 @@ def generate_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def signing_key(secret: str) -> bytes:
-    """The HMAC key: the bytes base64-decoded from a `whsec_` secret, else its UTF-8 bytes."""
+def standard_key(secret: str) -> bytes:
+    """Standard Webhooks' key: the bytes base64-decoded from a `whsec_` secret, else its
+    UTF-8 bytes. `X-Postbag-Signature` is keyed with the UTF-8 bytes of the whole secret."""
     if secret.startswith("whsec_"):
         try:
             return base64.b64decode(secret.removeprefix("whsec_"), validate=True)
         except ValueError:
             pass
     return secret.encode()
+
+
+# The documented key order of the body; any other key follows in its snapshot's order.
+_BODY_KEYS = (
+    "event",
+    "receipt",
+    "form",
+    "submitted_at",
+    "test",
+    "values",
+    "labels",
+    "consent",
+    "attachments",
+    "meta",
+)
+
+
+def in_field_order(
+    payload: Mapping[str, Any], template: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The body as sent: the documented key order, and `values` and `labels` in the visitor's
+    field order. The snapshot is jsonb, which keeps no key order; its template keeps the
+    visitor's order (`field_order`)."""
+    order = [str(name) for name in (template or {}).get("field_order") or []]
+    body = {key: payload[key] for key in _BODY_KEYS if key in payload}
+    body.update(payload)
+    for key in ("values", "labels"):
+        mapping = body.get(key)
+        if isinstance(mapping, dict):
+            first = {name: mapping[name] for name in order if name in mapping}
+            body[key] = first | mapping
+    return body
 
 
 def body_bytes(payload: Mapping[str, Any]) -> bytes:
@@ -70,11 +103,14 @@ def body_bytes(payload: Mapping[str, Any]) -> bytes:
 def signature_headers(
     *, secret: str, delivery_id: str, body: bytes, timestamp: int
 ) -> dict[str, str]:
-    """Both signatures: `X-Postbag-Signature` and the Standard Webhooks trio."""
-    key = signing_key(secret)
-    hex_digest = hmac.new(key, body, hashlib.sha256).hexdigest()
+    """Both signatures: `X-Postbag-Signature`, keyed with the secret's text as a receiver
+    written from `new TextEncoder().encode(secret)` keys it (a `whsec_` secret included),
+    and the Standard Webhooks trio, keyed by that scheme's own rule (`standard_key`)."""
+    hex_digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     signed = f"{delivery_id}.{timestamp}.".encode() + body
-    standard = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    standard = base64.b64encode(
+        hmac.new(standard_key(secret), signed, hashlib.sha256).digest()
+    ).decode()
     return {
         "X-Postbag-Signature": f"sha256={hex_digest}",
         "webhook-id": delivery_id,
@@ -121,7 +157,7 @@ class WebhookAdapter(BaseAdapter):
             return Result(ok=False, retryable=True, error_class="dns_error")
         if not ctx.secret:
             return Result(ok=False, retryable=False, error_class="secret_missing")
-        body = body_bytes(payload)
+        body = body_bytes(in_field_order(payload, ctx.template))
         headers = {
             "Content-Type": "application/json",
             "User-Agent": f"Postbag/{__version__}",

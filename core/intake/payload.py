@@ -46,7 +46,10 @@ def webhook_body(
     test: bool,
     now: datetime,
 ) -> dict[str, Any]:
-    """The `form.submitted` body every destination of the submission is sent."""
+    """The `form.submitted` body every destination of the submission is sent: `labels` holds
+    the form's label of each submitted field that has one, in the visitor's order; `consent`
+    is whether the visitor ticked the form's consent field (None when it has none)."""
+    files = _payload_attachments(attachments)
     return {
         "event": "form.submitted",
         "receipt": submission_id,
@@ -54,7 +57,11 @@ def webhook_body(
         "submitted_at": iso_ms(now),
         "test": test,
         "values": values,
-        "attachments": _payload_attachments(attachments),
+        "labels": {
+            name: form.labels[name] for name in [*values, *files] if name in form.labels
+        },
+        "consent": consented(values.get(form.consent_field)) if form.consent_field else None,
+        "attachments": files,
         "meta": meta,
     }
 

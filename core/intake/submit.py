@@ -145,6 +145,7 @@ async def _submit_parsed(
         "reason": decision.reason,
         "flags": flags,
         "values": Jsonb(values),
+        "field_order": list(values),
         "meta": Jsonb(meta),
         "idempotency_key": key,
         "payload_hash": hashed,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -234,7 +234,7 @@ def columns(fields: FormFields) -> dict[str, Any]:
         "rate_limit_max": fields.rate_limit.max,
         "rate_limit_per_seconds": fields.rate_limit.per_seconds,
         "schema_mode": fields.schema_mode,
-        "labels": Jsonb(fields.labels),
+        "labels": Json(fields.labels),
         "file_fields": Jsonb({k: v.model_dump() for k, v in fields.file_fields.items()}),
         "consent_field": fields.consent_field,
         "ack_email": Jsonb(fields.ack_email.model_dump()) if fields.ack_email else None,

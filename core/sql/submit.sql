@@ -67,14 +67,15 @@ WITH gate AS (
     UNION ALL
     SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
 ), submission AS (
-    INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values", meta,
-                             idempotency_key, payload_hash, client_hash, schema_version,
-                             received_at, erase_at)
+    INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
+                             field_order, meta, idempotency_key, payload_hash, client_hash,
+                             schema_version, received_at, erase_at)
     SELECT %(id)s, %(organization_id)s, %(form_id)s,
            CASE WHEN g.limited THEN 'quarantined' ELSE %(status)s END,
            CASE WHEN g.limited THEN 'rate_limited' ELSE %(reason)s END,
            CASE WHEN g.limited THEN %(limited_flags)s::text[] ELSE %(flags)s::text[] END,
-           %(values)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s, %(client_hash)s,
+           %(values)s, %(field_order)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s,
+           %(client_hash)s,
            %(schema_version)s, %(now)s,
            %(now)s + make_interval(days => CASE WHEN g.limited
                                                 THEN %(limited_retention_days)s::int

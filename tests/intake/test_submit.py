@@ -87,6 +87,8 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
             + f"{received.microsecond // 1000:03d}Z",
             "test": False,
             "values": {"email": "a@example.com", "tags": ["x", "y"]},
+            "labels": {"email": "E-mail"},
+            "consent": None,
             "attachments": {},
             "meta": {
                 "origin": "https://site.example",
@@ -104,6 +106,21 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
     ]
     usage = await rows(conn, "SELECT organization_id, submissions FROM usage_counters")
     assert usage == [{"organization_id": tenant.org, "submissions": 1}]
+
+
+@pytest.mark.parametrize(("ticked", "consent"), [({"agree": "on"}, True), ({}, False)])
+async def test_submit__consent_in_the_body_when_the_form_has_a_consent_field(
+    services: Services, conn: Conn, ticked: dict[str, str], consent: bool
+) -> None:
+    _, form = await setup_form(conn, consent_field="agree", labels={"agree": "I agree"})
+    async with submit_client(services) as client:
+        response = await _post_json(client, form, data={"name": "Ann", **ticked})
+    assert response.status_code == 201
+    [payload] = [d["payload"] for d in await rows(conn, "SELECT payload FROM deliveries")]
+    assert payload["consent"] is consent
+    assert payload["labels"] == ({"agree": "I agree"} if consent else {})
+    row = await _only_submission(conn)
+    assert row["field_order"] == ["name", *ticked]
 
 
 async def test_submit__honeypot_is_spam_and_answers_like_accepted(

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from core.destinations.webhook import signing_key
-
 Answer = tuple[int, dict[str, str], bytes]
 
 
@@ -141,6 +139,7 @@ def telegram_api(retry_after: int | None = None) -> Callable[[Request], Answer]:
 
 
 def hex_signature_matches(secret: str, body: bytes, header: str) -> bool:
-    """Whether `header` is `sha256=` and the hex HMAC of `body` under the destination secret."""
-    expected = hmac.new(signing_key(secret), body, hashlib.sha256).hexdigest()
+    """Whether `header` is `sha256=` and the hex HMAC of `body` keyed with the UTF-8 bytes of
+    the whole destination secret (a `whsec_` secret included)."""
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(header, f"sha256={expected}")
