@@ -57,9 +57,7 @@ def webhook_body(
         "submitted_at": iso_ms(now),
         "test": test,
         "values": values,
-        "labels": {
-            name: form.labels[name] for name in [*values, *files] if name in form.labels
-        },
+        "labels": {name: form.labels[name] for name in [*values, *files] if name in form.labels},
         "consent": consented(values.get(form.consent_field)) if form.consent_field else None,
         "attachments": files,
         "meta": meta,

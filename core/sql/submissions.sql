@@ -15,7 +15,8 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
 -- name: get_submission
 -- One submission with its attachments and one line per delivery.
 SELECT s.id, s.form_id, s.status, s.reason, s.flags, s.received_at, s.erase_at, s.erased_at,
-       s.erase_reason, s."values",
+       s.erase_reason, s."values", s.field_order,
+       (SELECT f.labels FROM forms f WHERE f.id = s.form_id) AS form_labels,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                             'id', a.id, 'field', a.field, 'name', a.name,
                             'type', a.content_type, 'size', a.size) ORDER BY a.id)
@@ -169,18 +170,25 @@ SELECT a.id, a.name, a.content_type, a.size, a.storage_key, s.erased_at, s.erase
 SELECT 1 FROM forms WHERE id = %(form_id)s AND organization_id = %(organization_id)s
 
 -- name: export_fields
--- The first `limit` field names seen in the form's readable submissions, in first-seen order.
+-- name: export_fields
+-- The first `limit` field names seen in the form's readable submissions, in first-seen
+-- order: by arrival, then each submission's field order (rows stored before it was kept:
+-- names alphabetically).
 SELECT key
-  FROM submissions s, jsonb_object_keys(s."values") WITH ORDINALITY AS k(key, n)
- WHERE s.form_id = %(form_id)s AND s.organization_id = %(organization_id)s
-   AND s."values" IS NOT NULL AND (s.erase_at IS NULL OR s.erase_at > %(now)s)
- GROUP BY key
- ORDER BY min(s.received_at), min(k.n)
+  FROM (SELECT DISTINCT ON (k.key) k.key, s.received_at, s.id, k.n
+          FROM submissions s,
+               unnest(coalesce(s.field_order,
+                               ARRAY(SELECT jsonb_object_keys(s."values") ORDER BY 1)))
+                   WITH ORDINALITY AS k(key, n)
+         WHERE s.form_id = %(form_id)s AND s.organization_id = %(organization_id)s
+           AND s."values" IS NOT NULL AND (s.erase_at IS NULL OR s.erase_at > %(now)s)
+         ORDER BY k.key, s.received_at, s.id, k.n) AS first_seen
+ ORDER BY received_at, id, n
  LIMIT %(limit)s
 
 -- name: export_declared_fields
--- The fields a form declares: its latest schema's properties, then its labels, then its
--- file fields (each in the database's key order).
+-- The fields a form declares: its labels in their declared order, then its latest schema's
+-- properties, then its file fields (each in the database's key order).
 SELECT k.key
   FROM forms f
   LEFT JOIN LATERAL (
@@ -191,12 +199,12 @@ SELECT k.key
          LIMIT 1
        ) latest ON true
  CROSS JOIN LATERAL (
-        SELECT p.key, 1 AS part, p.n
+        SELECT l.key, 1 AS part, l.n FROM json_object_keys(f.labels) WITH ORDINALITY AS l(key, n)
+        UNION ALL
+        SELECT p.key, 2, p.n
           FROM jsonb_object_keys(CASE WHEN jsonb_typeof(latest.properties) = 'object'
                                       THEN latest.properties ELSE '{}' END)
                WITH ORDINALITY AS p(key, n)
-        UNION ALL
-        SELECT l.key, 2, l.n FROM jsonb_object_keys(f.labels) WITH ORDINALITY AS l(key, n)
         UNION ALL
         SELECT ff.key, 3, ff.n FROM jsonb_object_keys(f.file_fields) WITH ORDINALITY AS ff(key, n)
        ) k

@@ -17,6 +17,7 @@ from core.platform.db import Conn
 from core.platform.errors import NotFound, ValuesErased, ValuesExpired
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.submissions.order import in_field_order
 
 
 def readable(row: dict[str, Any], now: datetime) -> str:
@@ -98,7 +99,11 @@ async def get_submission(
         raise NotFound("no such submission")
     result = _summary(row, now)
     present = result["values_state"] == "present"
-    result["values"] = row["values"] if present else None
+    result["values"] = (
+        in_field_order(row["values"], row["field_order"], row["form_labels"] or {})
+        if present and row["values"] is not None
+        else None
+    )
     result["attachments"] = row["attachments"] if present else []
     lines = []
     for line in row["deliveries"]:

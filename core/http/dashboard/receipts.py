@@ -24,14 +24,10 @@ from core.submissions.erasure import erase_submission
 router = APIRouter(prefix="/app", include_in_schema=False)
 
 
-def _ordered_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[Any]:
-    if values is None:
-        return []
-    order = [name for name in labels if name in values]
-    order += [name for name in values if name not in labels]
+def _shown_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[Any]:
+    """(label, name, text) per value, in the order `records` gives them (the visitor's)."""
     shown = []
-    for name in order:
-        value = values[name]
+    for name, value in (values or {}).items():
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         shown.append((labels.get(name, name), name, text))
     return shown
@@ -66,7 +62,7 @@ async def _receipt(
         active="/app",
         sub=found,
         form=form,
-        values=_ordered_values(found["values"], form.get("labels") or {}),
+        values=_shown_values(found["values"], form.get("labels") or {}),
         refusal=refusal,
         status_code=409 if refusal else 200,
     )

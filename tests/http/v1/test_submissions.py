@@ -163,10 +163,10 @@ async def test_submissions__export_csv_streams_formula_safe_cells(
     assert response.headers["content-type"] == "text/csv; charset=utf-8"
     assert response.headers["content-disposition"] == f'attachment; filename="{form}.csv"'
     table = list(csv.reader(io.StringIO(response.text)))
-    # One column per field seen, in order of first appearance.
+    # One column per field seen, in order of first appearance (each in the visitor's order).
     assert table[0] == [
         *("receipt", "received_at", "status", "reason", "flags"),
-        *("name", "note", "n", "ok", "tags"),
+        *("name", "note", "tags", "ok", "n"),
     ]
     header = table[0]
     by_receipt = {row[0]: dict(zip(header, row, strict=True)) for row in table[1:]}
