@@ -24,7 +24,7 @@ from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
 from core.intake.wakeup import notify_deliveries
 from core.platform.clock import utcnow
-from core.platform.errors import PostbagError
+from core.platform.errors import InvalidInput, PostbagError
 from core.platform.services import Services
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
@@ -102,6 +102,37 @@ def _local_notice(receipt: Receipt, redirect_url: str | None) -> str:
     )
 
 
+_REFUSED = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{heading}</title>
+<style>
+body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+</style>
+</head>
+<body>
+<main>
+<h1>{heading}</h1>
+<p role="alert">{message}</p>
+{errors}<p><a href="{back}">Go back to the form</a></p>
+</main>
+</body>
+</html>
+"""
+
+# The page's heading for each refusal status; any other refusal is "Not sent".
+_HEADINGS = {
+    403: "This form is closed",
+    404: "Form not found",
+    413: "Too much to send",
+    415: "This form cannot be sent",
+    422: "Please check the form",
+    503: "Please try again in a moment",
+}
+
+
 def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
     """Echo an origin on the form's allowlist; an opaque (`null`) origin is never echoed."""
     if form is None or not origin or origin == "null" or not origin_allowed(form, origin):
@@ -111,6 +142,55 @@ def _cors_headers(form: Form | None, origin: str | None) -> dict[str, str]:
 
 def _wants_json(request: Request, receipt: Receipt) -> bool:
     return receipt.is_json or "application/json" in request.headers.get("accept", "")
+
+
+def _wants_page(request: Request) -> bool:
+    """A plain HTML form post: a browser asking for HTML, not a JSON client."""
+    accept = request.headers.get("accept", "")
+    content_type = request.headers.get("content-type", "")
+    return (
+        "text/html" in accept
+        and "application/json" not in accept
+        and not content_type.startswith("application/json")
+    )
+
+
+def _back_link(request: Request, form: Form | None) -> str:
+    """The page the visitor came from when it is on the form's allowed origins."""
+    referer = request.headers.get("referer", "")
+    parts = urlsplit(referer)
+    if form is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        return "javascript:history.back()"
+    if not origin_allowed(form, f"{parts.scheme}://{parts.netloc}"):
+        return "javascript:history.back()"
+    return referer
+
+
+def _refusal(request: Request, form: Form | None, exc: PostbagError) -> Response:
+    """problem+json for JSON clients; for a plain HTML form post, a small page with the same
+    status and headers: the message, each field's error, and a link back."""
+    problem = problem_for(exc)
+    if not _wants_page(request):
+        return problem
+    message = str(exc)
+    errors = exc.errors if isinstance(exc, InvalidInput) else []
+    items = "".join(
+        f"<li><strong>{html.escape(str(e.get('field', '')))}</strong>: "
+        f"{html.escape(str(e.get('message', '')))}</li>"
+        for e in errors
+    )
+    page = _REFUSED.format(
+        heading=_HEADINGS.get(problem.status_code, "Not sent"),
+        message=html.escape(message[:1].upper() + message[1:].rstrip(".") + "."),
+        errors=f"<ul>{items}</ul>\n" if items else "",
+        back=html.escape(_back_link(request, form)),
+    )
+    headers = {
+        k: v
+        for k, v in problem.headers.items()
+        if k.lower() not in ("content-type", "content-length")
+    }
+    return HTMLResponse(page, status_code=problem.status_code, headers=headers)
 
 
 def _redirect_target(redirect_url: str, receipt: str) -> str:
@@ -167,7 +247,7 @@ async def submit(request: Request) -> Response:
             now=now,
         )
     except PostbagError as exc:
-        refusal = problem_for(exc)
+        refusal = _refusal(request, form, exc)
         refusal.headers.update(_cors_headers(form, origin))
         return refusal
     response = _answer(request, form, receipt, _cors_headers(form, origin))
