@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, compile_path
 
 from core.platform.errors import (
+    AlreadyReleased,
     DeliveryInProgress,
     DeliveryNotRetryable,
     DestinationPaused,
@@ -71,6 +72,7 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     ValuesExpired: (409, "values_expired"),
     DestinationPaused: (409, "destination_paused"),
     DestinationRemoved: (409, "destination_removed"),
+    AlreadyReleased: (409, "already_released"),
 }
 
 

@@ -46,32 +46,71 @@ def webhook_body(
     test: bool,
     now: datetime,
 ) -> dict[str, Any]:
-    """The `form.submitted` body every destination of the submission is sent: `labels` holds
-    the form's label of each submitted field that has one, in the visitor's order; `consent`
-    is whether the visitor ticked the form's consent field (None when it has none)."""
+    """The `form.submitted` body every destination of the submission is sent."""
+    return submitted_body(
+        form_id=form.id,
+        labels=form.labels,
+        consent_field=form.consent_field,
+        submission_id=submission_id,
+        values=values,
+        attachments=attachments,
+        meta=meta,
+        test=test,
+        submitted_at=now,
+    )
+
+
+def submitted_body(
+    *,
+    form_id: str,
+    labels: Mapping[str, Any],
+    consent_field: str | None,
+    submission_id: str,
+    values: Mapping[str, Any],
+    attachments: list[dict[str, Any]],
+    meta: Mapping[str, Any],
+    test: bool,
+    submitted_at: datetime,
+) -> dict[str, Any]:
+    """The `form.submitted` body: `labels` holds the form's label of each submitted field that
+    has one, in the visitor's order; `consent` is whether the visitor ticked the form's
+    consent field (None when it has none)."""
     files = _payload_attachments(attachments)
     return {
         "event": "form.submitted",
         "receipt": submission_id,
-        "form": form.id,
-        "submitted_at": iso_ms(now),
+        "form": form_id,
+        "submitted_at": iso_ms(submitted_at),
         "test": test,
         "values": values,
-        "labels": {name: form.labels[name] for name in [*values, *files] if name in form.labels},
-        "consent": consented(values.get(form.consent_field)) if form.consent_field else None,
+        "labels": {name: labels[name] for name in [*values, *files] if name in labels},
+        "consent": consented(values.get(consent_field)) if consent_field else None,
         "attachments": files,
         "meta": meta,
     }
 
 
-def _template(form: Form, values: Mapping[str, Any], subject: Any, text: Any) -> dict[str, Any]:
+def delivery_template(
+    *, labels: Mapping[str, Any], form_name: str, field_order: list[str], route_template: Any
+) -> dict[str, Any]:
+    """A delivery's template snapshot: the route's `{{field}}` templates (or None), the form's
+    labels and name, and the visitor's field order."""
     return {
-        "subject": subject,
-        "text": text,
-        "labels": dict(form.labels),
-        "field_order": list(values),
-        "form_name": form.name,
+        "subject": (route_template or {}).get("subject"),
+        "text": (route_template or {}).get("text"),
+        "labels": dict(labels),
+        "field_order": field_order,
+        "form_name": form_name,
     }
+
+
+def _template(form: Form, values: Mapping[str, Any], subject: Any, text: Any) -> dict[str, Any]:
+    return delivery_template(
+        labels=form.labels,
+        form_name=form.name,
+        field_order=list(values),
+        route_template={"subject": subject, "text": text},
+    )
 
 
 def route_deliveries(form: Form, values: Mapping[str, Any], status: str) -> list[dict[str, Any]]:

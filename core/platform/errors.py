@@ -116,6 +116,10 @@ class ValuesExpired(PostbagError):
     """The submission's values and files are past their retention (nothing to read or send)."""
 
 
+class AlreadyReleased(PostbagError):
+    """A release was asked for a submission already released or accepted."""
+
+
 class StorageError(PostbagError):
     """Attachment storage refused or failed an operation; the caller may retry."""
 

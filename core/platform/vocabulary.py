@@ -12,9 +12,11 @@ from typing import Literal
 
 # submissions.status; routes.include_statuses.
 SubmissionStatus = Literal["accepted", "spam", "quarantined"]
-# submissions.reason: `honeypot` goes with `spam`, the others with `quarantined`.
+# submissions.reason: `honeypot` and `marked_spam` (the owner's mark) go with `spam`, the
+# others with `quarantined`.
 SubmissionReason = Literal[
     "honeypot",
+    "marked_spam",
     "origin_rejected",
     "rate_limited",
     "turnstile_failed",
@@ -32,7 +34,12 @@ DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skippe
 DeliveryKind = Literal["submission", "acknowledgement", "digest"]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
-    "values_erased", "values_expired", "destination_paused", "destination_removed", "email_log_only"
+    "values_erased",
+    "values_expired",
+    "destination_paused",
+    "destination_removed",
+    "email_log_only",
+    "submission_spam",
 ]
 # delivery_attempts.outcome: `fenced` when the claim had passed to another worker.
 AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]

@@ -13,10 +13,16 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
  LIMIT %(limit)s
 
 -- name: get_submission
--- One submission with its attachments and one line per delivery.
+-- One submission with its attachments, one line per delivery, and its history (its own
+-- events: received or quarantined, released, marked as spam, erased).
 SELECT s.id, s.form_id, s.status, s.reason, s.flags, s.received_at, s.erase_at, s.erased_at,
-       s.erase_reason, s."values", s.field_order,
+       s.erase_reason, s."values", s.field_order, s.released_at,
        (SELECT f.labels FROM forms f WHERE f.id = s.form_id) AS form_labels,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                            'type', e.type, 'at', e.created_at, 'data', e.data) ORDER BY e.id)
+                   FROM events e
+                  WHERE e.subject_id = s.id AND e.organization_id = s.organization_id
+                    AND e.type LIKE 'submission.%%'), '[]'::jsonb) AS history,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                             'id', a.id, 'field', a.field, 'name', a.name,
                             'type', a.content_type, 'size', a.size) ORDER BY a.id)

@@ -105,6 +105,8 @@ async def get_submission(
         else None
     )
     result["attachments"] = row["attachments"] if present else []
+    result["released_at"] = row["released_at"]
+    result["history"] = row["history"]
     lines = []
     for line in row["deliveries"]:
         target = line.pop("target")

@@ -1,9 +1,10 @@
-"""A submission's receipt (values, files, deliveries): send again, erase, download."""
+"""A submission's receipt (values, files, deliveries, history): send again, deliver anyway,
+mark as spam, erase, download."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,6 +14,7 @@ from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
+from core.intake.wakeup import notify_deliveries
 from core.outbox import deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
@@ -20,6 +22,7 @@ from core.platform.errors import NotFound, PostbagError
 from core.platform.services import Services
 from core.submissions import records
 from core.submissions.erasure import erase_submission
+from core.submissions.review import Review, mark_spam, release_submission
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 
@@ -31,6 +34,37 @@ def _shown_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         shown.append((labels.get(name, name), name, text))
     return shown
+
+
+def _target_text(target: Mapping[str, Any]) -> str:
+    """A delivery's redacted target as text: `owner@example.com`, not a list's repr."""
+    parts: list[str] = []
+    for value in target.values():
+        parts.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+    return ", ".join(parts)
+
+
+def _was(data: Mapping[str, Any]) -> str:
+    status = str(data.get("from_status") or "")
+    reason = data.get("from_reason")
+    return status + (f" · {str(reason).replace('_', ' ')}" if reason else "")
+
+
+def _history_line(event: Mapping[str, Any]) -> str:
+    """One event of the submission in words; a release or spam mark names what it was."""
+    data: Mapping[str, Any] = event.get("data") or {}
+    kind = str(event["type"]).removeprefix("submission.")
+    if kind == "received":
+        return f"Received as {data.get('status', 'accepted')}"
+    if kind == "quarantined":
+        return f"Quarantined · {str(data.get('reason') or '').replace('_', ' ')}"
+    if kind == "released":
+        return f"Released (was {_was(data)}): {data.get('deliveries', 0)} deliveries planned"
+    if kind == "marked_spam":
+        return f"Marked as spam (was {_was(data)}): {data.get('skipped', 0)} deliveries skipped"
+    if kind == "erased":
+        return "Values erased" if data.get("reason") == "requested" else "Values expired"
+    return kind.replace("_", " ").capitalize()
 
 
 async def _receipt(
@@ -53,6 +87,9 @@ async def _receipt(
         line["reason_words"] = reason_words(line.get("reason"))
         line["detail_words"] = detail_words(line.get("last_detail"))
         line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
+        line["target_text"] = _target_text(line["target"]) if line["target"] else ""
+    history = [(event["at"], _history_line(event)) for event in found["history"]]
+    present = found["values_state"] == "present"
     return await page(
         request,
         services,
@@ -63,6 +100,9 @@ async def _receipt(
         sub=found,
         form=form,
         values=_shown_values(found["values"], form.get("labels") or {}),
+        history=history,
+        can_release=present and found["status"] != "accepted" and not found["released_at"],
+        can_mark_spam=present and found["status"] != "spam",
         refusal=refusal,
         status_code=409 if refusal else 200,
     )
@@ -102,6 +142,54 @@ async def send_again(
             refusal={"id": delivery_id, "message": str(exc)},
         )
     return see_other(f"/app/submissions/{submission_id}")
+
+
+async def _review(
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    submission_id: str,
+    action: Callable[..., Awaitable[Review]],
+) -> Response:
+    scope = session.scope
+    try:
+        async with services.db.scoped(scope) as conn:
+            review = await action(conn, scope, submission_id, now=utcnow())
+    except PostbagError as exc:
+        if isinstance(exc, NotFound):
+            raise
+        return await _receipt(
+            request,
+            services,
+            session,
+            submission_id,
+            refusal={"id": "review", "message": str(exc)},
+        )
+    if review.deliveries and action is release_submission:
+        await notify_deliveries(services)
+    return see_other(f"/app/submissions/{submission_id}")
+
+
+@router.post("/submissions/{submission_id}/release")
+async def deliver_anyway(
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    _form: CheckedForm,
+    submission_id: str,
+) -> Response:
+    return await _review(request, services, session, submission_id, release_submission)
+
+
+@router.post("/submissions/{submission_id}/spam")
+async def mark_as_spam(
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    _form: CheckedForm,
+    submission_id: str,
+) -> Response:
+    return await _review(request, services, session, submission_id, mark_spam)
 
 
 @router.get("/submissions/{submission_id}/erase")

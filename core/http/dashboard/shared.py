@@ -25,6 +25,7 @@ _REASONS = {
     "destination_removed": "the destination was removed",
     "attempts_exhausted": "every attempt failed",
     "email_log_only": "email is set to log only on this server",
+    "submission_spam": "the submission was marked as spam",
 }
 _HTTP = re.compile(r"http_(\d{3})")
 

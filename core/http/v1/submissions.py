@@ -1,4 +1,5 @@
-"""`/v1/submissions`: list, read, erase, download attachments, export CSV."""
+"""`/v1/submissions`: list, read, erase, release, mark as spam, download attachments, export
+CSV."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from starlette.responses import StreamingResponse
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
+from core.intake.wakeup import notify_deliveries
 from core.platform.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -24,6 +26,7 @@ from core.platform.vocabulary import SubmissionFlag, SubmissionReason, Submissio
 from core.submissions.erasure import erase_submission
 from core.submissions.export import export_csv, export_fields
 from core.submissions.records import get_attachment, get_submission, list_submissions
+from core.submissions.review import mark_spam, release_submission
 
 router = APIRouter(tags=["submissions"], responses=problems(401, 503))
 
@@ -106,6 +109,32 @@ async def submissions_erase(
     """Erase values and files now; unsent deliveries end `skipped` (`values_erased`)."""
     await erase_submission(services, scope, submission_id, now=now)
     async with services.db.scoped(scope) as conn:
+        return await get_submission(conn, scope, submission_id, now=now)
+
+
+@router.post("/submissions/{submission_id}/release", responses=problems(404, 409, 422))
+async def submissions_release(
+    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Release a quarantined or spam submission: it becomes `accepted` and the form's live
+    routes that take accepted submissions get one delivery each, once (`409
+    already_released` after). Answers the submission."""
+    async with services.db.scoped(scope) as conn:
+        review = await release_submission(conn, scope, submission_id, now=now)
+    if review.deliveries:
+        await notify_deliveries(services)
+    async with services.db.scoped(scope) as conn:
+        return await get_submission(conn, scope, submission_id, now=now)
+
+
+@router.post("/submissions/{submission_id}/spam", responses=problems(404, 409, 422))
+async def submissions_spam(
+    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> dict[str, Any]:
+    """Mark a submission as spam: unsent deliveries end `skipped` (`submission_spam`).
+    Answers the submission."""
+    async with services.db.scoped(scope) as conn:
+        await mark_spam(conn, scope, submission_id, now=now)
         return await get_submission(conn, scope, submission_id, now=now)
 
 

@@ -1,0 +1,135 @@
+"""The owner's review of a submission: release it from quarantine (or spam) so the form's
+live routes deliver it, or mark it as spam so nothing more is sent.
+
+A release plans the deliveries an accepted submission would have got from the routes live
+now, with the snapshot the submit path writes (`core.intake.payload`), and happens once:
+the submission becomes `accepted` with `released_at`, and the status and reason it had stay
+in its `submission.released` event. Both refuse erased or expired values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from core.intake.payload import delivery_template, submitted_body
+from core.platform.db import Conn
+from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, ValuesExpired
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+from core.submissions.order import field_order, in_field_order
+from core.submissions.records import readable
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """What a review did: the submission, and how many deliveries it planned or skipped."""
+
+    submission_id: str
+    deliveries: int
+
+
+async def _locked(conn: Conn, scope: OrgScope, submission_id: str, now: datetime) -> dict[str, Any]:
+    cur = await conn.execute(
+        queries["lock_submission_for_review"],
+        {"id": submission_id, "organization_id": scope.organization_id},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound("no such submission")
+    state = readable(row, now)
+    if state == "erased":
+        raise ValuesErased("the submission's values were erased: there is nothing to deliver")
+    if state == "expired":
+        raise ValuesExpired("the submission is past its retention: there is nothing to deliver")
+    return row
+
+
+def _snapshot(row: dict[str, Any], route: dict[str, Any], order: list[str]) -> dict[str, Any]:
+    return {
+        "id": new_id("dlv"),
+        "route_id": route["route_id"],
+        "template": delivery_template(
+            labels=row["labels"] or {},
+            form_name=row["form_name"],
+            field_order=order,
+            route_template=route["template"],
+        ),
+    }
+
+
+@scoped
+async def release_submission(
+    conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime
+) -> Review:
+    """Release a quarantined or spam submission: `accepted`, one delivery per live route that
+    takes accepted submissions. Already released (or accepted): AlreadyReleased."""
+    row = await _locked(conn, scope, submission_id, now)
+    if row["released_at"] is not None or row["status"] == "accepted":
+        raise AlreadyReleased(
+            "this submission was already released"
+            if row["released_at"] is not None
+            else "this submission is accepted: its routes already planned its deliveries"
+        )
+    labels = row["labels"] or {}
+    values = in_field_order(row["values"] or {}, row["field_order"], labels)
+    order = field_order(values, row["field_order"], labels)
+    payload = submitted_body(
+        form_id=row["form_id"],
+        labels=labels,
+        consent_field=row["consent_field"],
+        submission_id=row["id"],
+        values=values,
+        attachments=row["attachments"],
+        meta=row["meta"],
+        test="test" in row["flags"],
+        submitted_at=row["received_at"],
+    )
+    cur = await conn.execute(
+        queries["release_routes"],
+        {"form_id": row["form_id"], "organization_id": scope.organization_id},
+    )
+    planned = [_snapshot(row, route, order) for route in await cur.fetchall()]
+    cur = await conn.execute(
+        queries["release_submission"],
+        {
+            "id": row["id"],
+            "organization_id": scope.organization_id,
+            "form_id": row["form_id"],
+            "from_status": row["status"],
+            "from_reason": row["reason"],
+            "payload": Jsonb(payload),
+            "deliveries": Jsonb(planned),
+            "now": now,
+        },
+    )
+    done = await cur.fetchone()
+    assert done is not None
+    return Review(submission_id=row["id"], deliveries=int(done["deliveries"]))
+
+
+@scoped
+async def mark_spam(conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime) -> Review:
+    """Mark a submission as spam: its unsent deliveries end `skipped`. Marking a spam
+    submission again changes nothing."""
+    row = await _locked(conn, scope, submission_id, now)
+    if row["status"] == "spam":
+        return Review(submission_id=row["id"], deliveries=0)
+    cur = await conn.execute(
+        queries["mark_submission_spam"],
+        {
+            "id": row["id"],
+            "organization_id": scope.organization_id,
+            "form_id": row["form_id"],
+            "from_status": row["status"],
+            "from_reason": row["reason"],
+            "now": now,
+        },
+    )
+    done = await cur.fetchone()
+    assert done is not None
+    return Review(submission_id=row["id"], deliveries=int(done["skipped"]))
