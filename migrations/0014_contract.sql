@@ -25,3 +25,15 @@ ALTER TABLE submissions ADD CONSTRAINT submissions_reason_matches_status CHECK (
         'rate_limited', 'turnstile_failed', 'turnstile_unavailable', 'schema_violation'))
 );
 CREATE INDEX events_subject_idx ON events (subject_id);
+
+-- An open alert resolves itself when a later delivery to its subject (the destination, or
+-- the form for acknowledgement emails) is sent: status `resolved`, with the time and the
+-- delivery that recovered it, and an `alert.resolved` event.
+ALTER TABLE alerts ADD COLUMN resolved_at timestamptz;
+ALTER TABLE alerts ADD COLUMN resolved_by_delivery_id text;
+ALTER TABLE alerts DROP CONSTRAINT alerts_status_check;
+ALTER TABLE alerts ADD CONSTRAINT alerts_status_check
+    CHECK (status IN ('open', 'acknowledged', 'resolved'));
+ALTER TABLE alerts ADD CONSTRAINT alerts_resolved_has_time CHECK (
+    (status = 'resolved') = (resolved_at IS NOT NULL)
+);

@@ -1,16 +1,24 @@
-"""Alerts: one open alert per (organization, kind, subject) counting its occurrences."""
+"""Alerts: one open alert per (organization, kind, subject) counting its occurrences, resolved
+by the next delivery sent to its subject."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.platform.db import Conn
+from psycopg.types.json import Jsonb
+
+from core.platform.db import Conn, Database
 from core.platform.errors import NotFound
 from core.platform.ids import new_id
+from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.vocabulary import AlertKind
+
+if TYPE_CHECKING:
+    from core.outbox.store import Outcome
 
 
 async def raise_alert(
@@ -41,6 +49,32 @@ async def raise_alert(
     return int(row["occurrences"])
 
 
+async def resolve_recovered(
+    db: Database, outcomes: Sequence[Outcome], won: Sequence[bool]
+) -> None:
+    """Resolve the open `delivery.dead` alert of each subject (the destination, or the form
+    for acknowledgement emails) that a written `sent` outcome delivered to: the
+    `alert.resolved` event says which delivery recovered it. Never raises: an alert left open
+    is resolved by the next delivery sent, and the outcomes' writer must go on."""
+    sent = [
+        {
+            "organization_id": o.claim.organization_id,
+            "subject_id": o.claim.destination_id or o.claim.form_id,
+            "delivery_id": o.claim.id,
+        }
+        for o, ours in zip(outcomes, won, strict=True)
+        if ours and o.status == "sent" and (o.claim.destination_id or o.claim.form_id)
+    ]
+    if not sent:
+        return
+    params = {"sent": Jsonb(sent), "now": max(o.now for o in outcomes)}
+    try:
+        async with db.connection() as conn:
+            await conn.execute(queries["resolve_recovered_alerts"], params)
+    except Exception:
+        log.warning("could not resolve recovered alerts; the next sent delivery will")
+
+
 def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"],
@@ -53,6 +87,11 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
         "first_at": row["first_at"],
         "last_at": row["last_at"],
         "acknowledged_at": row["acknowledged_at"],
+        "resolved_at": row["resolved_at"],
+        "resolved_by": row["resolved_by_delivery_id"],
+        "subject_name": row.get("subject_name"),
+        "subject_type": row.get("subject_type"),
+        "last_delivery_submission": row.get("last_delivery_submission"),
     }
 
 

@@ -60,7 +60,7 @@ DestinationHealth = Literal["healthy", "failing"]
 # alerts.kind
 AlertKind = Literal["delivery.dead", "storage.stuck"]
 # alerts.status
-AlertStatus = Literal["open", "acknowledged"]
+AlertStatus = Literal["open", "acknowledged", "resolved"]
 
 # auth_failures.kind: what a throttled client failed at.
 AuthFailureKind = Literal["sign_in", "api_key"]

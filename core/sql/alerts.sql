@@ -10,20 +10,55 @@ DO UPDATE SET occurrences = alerts.occurrences + 1, detail = EXCLUDED.detail,
 RETURNING id, occurrences
 
 -- name: list_alerts
--- One page of the organization's alerts, newest first (keyset on id).
-SELECT id, kind, subject_id, status, occurrences, detail, last_delivery_id, first_at, last_at,
-       acknowledged_at
-  FROM alerts
- WHERE organization_id = %(organization_id)s
-   AND (%(status)s::text IS NULL OR status = %(status)s)
-   AND (%(before)s::text IS NULL OR id < %(before)s)
- ORDER BY id DESC
+-- One page of the organization's alerts, newest first (keyset on id), with the name of
+-- its subject (a destination or a form) and the submission of its last delivery.
+SELECT a.id, a.kind, a.subject_id, a.status, a.occurrences, a.detail, a.last_delivery_id,
+       a.first_at, a.last_at, a.acknowledged_at, a.resolved_at, a.resolved_by_delivery_id,
+       coalesce(d.name, f.name) AS subject_name,
+       CASE WHEN d.id IS NOT NULL THEN 'destination'
+            WHEN f.id IS NOT NULL THEN 'form' END AS subject_type,
+       l.submission_id AS last_delivery_submission
+  FROM alerts a
+  LEFT JOIN destinations d ON d.id = a.subject_id AND d.organization_id = a.organization_id
+  LEFT JOIN forms f ON f.id = a.subject_id AND f.organization_id = a.organization_id
+  LEFT JOIN deliveries l
+    ON l.id = a.last_delivery_id AND l.organization_id = a.organization_id
+ WHERE a.organization_id = %(organization_id)s
+   AND (%(status)s::text IS NULL OR a.status = %(status)s)
+   AND (%(before)s::text IS NULL OR a.id < %(before)s)
+ ORDER BY a.id DESC
  LIMIT %(limit)s
 
 -- name: ack_alert
--- Acknowledge an open alert (acknowledging twice keeps the first time).
+-- Acknowledge an open alert (acknowledging twice keeps the first time; a resolved alert
+-- stays resolved).
 UPDATE alerts
-   SET status = 'acknowledged', acknowledged_at = coalesce(acknowledged_at, %(now)s)
+   SET status = CASE WHEN status = 'resolved' THEN status ELSE 'acknowledged' END,
+       acknowledged_at = CASE WHEN status = 'resolved' THEN acknowledged_at
+                              ELSE coalesce(acknowledged_at, %(now)s) END
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 RETURNING id, kind, subject_id, status, occurrences, detail, last_delivery_id, first_at,
-          last_at, acknowledged_at
+          last_at, acknowledged_at, resolved_at, resolved_by_delivery_id
+
+-- name: resolve_recovered_alerts
+-- Resolve the open `delivery.dead` alert of each subject a delivery was just sent to (the
+-- destination, or the form for acknowledgement emails), with an `alert.resolved` event.
+WITH sent AS (
+    SELECT * FROM jsonb_to_recordset(%(sent)s::jsonb)
+        AS s(organization_id text, subject_id text, delivery_id text)
+), resolved AS (
+    UPDATE alerts a
+       SET status = 'resolved', resolved_at = %(now)s, resolved_by_delivery_id = s.delivery_id
+      FROM sent s
+     WHERE a.organization_id = s.organization_id AND a.subject_id = s.subject_id
+       AND a.kind = 'delivery.dead' AND a.status = 'open'
+    RETURNING a.id, a.organization_id, a.subject_id, a.occurrences, a.last_delivery_id,
+              s.delivery_id
+)
+INSERT INTO events (organization_id, type, subject_id, data, created_at)
+SELECT organization_id, 'alert.resolved', id,
+       jsonb_build_object('kind', 'delivery.dead', 'subject', subject_id,
+                          'occurrences', occurrences, 'last_dead_delivery', last_delivery_id,
+                          'delivery', delivery_id),
+       %(now)s
+  FROM resolved

@@ -34,6 +34,11 @@ class Alert(BaseModel):
     first_at: datetime
     last_at: datetime
     acknowledged_at: datetime | None
+    resolved_at: datetime | None = Field(
+        description="when a later delivery to its subject was sent, which resolved it"
+    )
+    resolved_by: str | None = Field(description="the delivery that resolved it")
+    subject_name: str | None = Field(description="the destination's (or form's) name")
 
 
 @router.get("/alerts", responses=problems(422))
