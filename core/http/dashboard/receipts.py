@@ -63,7 +63,7 @@ def _history_line(event: Mapping[str, Any]) -> str:
     if kind == "marked_spam":
         return f"Marked as spam (was {_was(data)}): {data.get('skipped', 0)} deliveries skipped"
     if kind == "erased":
-        return "Values erased" if data.get("reason") == "requested" else "Values expired"
+        return "Erased on request" if data.get("reason") == "requested" else "Erased at retention"
     return kind.replace("_", " ").capitalize()
 
 

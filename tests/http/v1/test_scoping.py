@@ -41,9 +41,17 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/forms/{form_id}/routes"): {"destination_id": "{spare_destination_id}"},
     ("PATCH", "/v1/routes/{route_id}"): {"enabled": False},
     ("POST", "/v1/submissions/{submission_id}/erase"): {},
+    ("POST", "/v1/submissions/{submission_id}/release"): {},
+    ("POST", "/v1/submissions/{submission_id}/spam"): {},
     ("POST", "/v1/deliveries/{delivery_id}/retry"): {},
     ("POST", "/v1/destinations/{destination_id}/test"): {},
     ("POST", "/v1/alerts/{alert_id}/ack"): {},
+}
+
+# An operation that succeeds only on another object of the kind its path names.
+OBJECTS: dict[tuple[str, str], dict[str, str]] = {
+    # Only a spam or quarantined submission can be released.
+    ("POST", "/v1/submissions/{submission_id}/release"): {"submission_id": "spam_submission_id"},
 }
 
 # Query strings an operation needs to succeed on the caller's own objects.
@@ -81,6 +89,10 @@ async def _world(
         )
     assert posted.status_code == 201, posted.text
     receipt = posted.json()["receipt"]
+    async with submit_client(services) as public:
+        spam = await public.post(
+            f"/s/{form['id']}", data={"_gotcha": "bot"}, headers={"Accept": "application/json"}
+        )
     detail = (await client.get(f"/v1/submissions/{receipt}", headers=who.headers)).json()
     delivery_id = detail["deliveries"][0]["id"]
     # A dead delivery and its alert, as the worker would leave them.
@@ -122,6 +134,7 @@ async def _world(
         "route_id": route["id"],
         "key_id": key["id"],
         "submission_id": receipt,
+        "spam_submission_id": spam.json()["receipt"],
         "attachment_id": detail["attachments"][0]["id"],
         "delivery_id": delivery_id,
         "alert_id": alert_id,
@@ -148,6 +161,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
 
 def _fill(method: str, path: str, ids: dict[str, str]) -> str:
     full = path + QUERIES.get((method, path), "")
+    ids = {**ids, **{name: ids[other] for name, other in OBJECTS.get((method, path), {}).items()}}
     return full.format(**{name: ids[name] for name in ids if "{" + name + "}" in full})
 
 
