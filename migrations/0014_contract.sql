@@ -15,7 +15,7 @@ ALTER TABLE forms ALTER COLUMN labels SET DEFAULT '{}';
 -- `accepted` with `released_at` set (released once: a second release is refused); an owner's
 -- spam mark is `spam` with reason `marked_spam`. The status and reason a submission had
 -- before stay in its events (`submission.released`, `submission.marked_spam`), which the
--- receipt reads by subject.
+-- receipt reads by subject (events_subject_idx, from 0012).
 ALTER TABLE submissions ADD COLUMN released_at timestamptz;
 ALTER TABLE submissions DROP CONSTRAINT submissions_reason_matches_status;
 ALTER TABLE submissions ADD CONSTRAINT submissions_reason_matches_status CHECK (
@@ -24,7 +24,6 @@ ALTER TABLE submissions ADD CONSTRAINT submissions_reason_matches_status CHECK (
     OR (status = 'quarantined' AND reason IS NOT NULL AND reason IN ('origin_rejected',
         'rate_limited', 'turnstile_failed', 'turnstile_unavailable', 'schema_violation'))
 );
-CREATE INDEX events_subject_idx ON events (subject_id);
 
 -- An open alert resolves itself when a later delivery to its subject (the destination, or
 -- the form for acknowledgement emails) is sent: status `resolved`, with the time and the
