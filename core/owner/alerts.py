@@ -49,9 +49,7 @@ async def raise_alert(
     return int(row["occurrences"])
 
 
-async def resolve_recovered(
-    db: Database, outcomes: Sequence[Outcome], won: Sequence[bool]
-) -> None:
+async def resolve_recovered(db: Database, outcomes: Sequence[Outcome], won: Sequence[bool]) -> None:
     """Resolve the open `delivery.dead` alert of each subject (the destination, or the form
     for acknowledgement emails) that a written `sent` outcome delivered to: the
     `alert.resolved` event says which delivery recovered it. Never raises: an alert left open
