@@ -176,7 +176,6 @@ SELECT a.id, a.name, a.content_type, a.size, a.storage_key, s.erased_at, s.erase
 SELECT 1 FROM forms WHERE id = %(form_id)s AND organization_id = %(organization_id)s
 
 -- name: export_fields
--- name: export_fields
 -- The first `limit` field names seen in the form's readable submissions, in first-seen
 -- order: by arrival, then each submission's field order (rows stored before it was kept:
 -- names alphabetically).

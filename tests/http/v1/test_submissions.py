@@ -252,7 +252,7 @@ async def test_submissions__export_columns_are_declared_fields_then_first_seen_u
     table = list(csv.reader(io.StringIO(response.text)))
     fixed = ["receipt", "received_at", "status", "reason", "flags"]
     seen = [f"f0_{i:03}" for i in range(150)] + [f"f1_{i:03}" for i in range(47)]
-    assert table[0] == [*fixed, "phone", "message", "cv", *seen]
+    assert table[0] == [*fixed, "message", "phone", "cv", *seen]
     assert len(table[0]) == len(fixed) + 200
     assert [len(row) for row in table[1:]] == [205, 205, 205]
     assert table[2][table[0].index("message")] == "declared and seen"
