@@ -4,7 +4,8 @@
 -- consent field, and its attachments.
 SELECT s.id, s.form_id, s.status, s.reason, s.flags, s."values", s.field_order, s.meta,
        s.received_at, s.erase_at, s.erased_at, s.released_at,
-       f.name AS form_name, f.labels, f.consent_field,
+       f.name AS form_name, f.labels, f.consent_field, f.retention_days AS form_retention_days,
+       (SELECT o.plan FROM organizations o WHERE o.id = s.organization_id) AS plan,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                             'id', a.id, 'field', a.field, 'name', a.name,
                             'content_type', a.content_type, 'size', a.size) ORDER BY a.id)
@@ -28,7 +29,8 @@ SELECT r.id AS route_id, r.template
 -- Release a locked submission: one delivery per planned route (a route that already has a
 -- delivery of this submission keeps it: the (submission, route) key), its deliveries that
 -- an earlier spam mark skipped queued again, the status `accepted` with `released_at`, and
--- a `submission.released` event naming the status and reason it had. Returns how many
+-- a `submission.released` event naming the status and reason it had, and the retention of
+-- an accepted submission (`erase_at`) in place of the spam retention. Returns how many
 -- deliveries it planned or queued again.
 WITH requeued AS (
     UPDATE deliveries
@@ -54,7 +56,8 @@ WITH requeued AS (
 ), delivery AS (
     SELECT id FROM requeued UNION ALL SELECT id FROM planned
 ), released AS (
-    UPDATE submissions SET status = 'accepted', reason = NULL, released_at = %(now)s
+    UPDATE submissions
+       SET status = 'accepted', reason = NULL, released_at = %(now)s, erase_at = %(erase_at)s
      WHERE id = %(id)s AND organization_id = %(organization_id)s
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)
@@ -68,7 +71,8 @@ WITH requeued AS (
 SELECT count(*) AS deliveries FROM delivery
 
 -- name: mark_submission_spam
--- Mark a locked submission as spam (reason `marked_spam`): its unsent deliveries end
+-- Mark a locked submission as spam (reason `marked_spam`, the spam retention's `erase_at`):
+-- its unsent deliveries end
 -- `skipped` (`submission_spam`), and a `submission.marked_spam` event names the status and
 -- reason it had. Returns how many deliveries it skipped.
 WITH skipped AS (
@@ -78,7 +82,7 @@ WITH skipped AS (
        AND status IN ('pending', 'failed')
     RETURNING id
 ), marked AS (
-    UPDATE submissions SET status = 'spam', reason = 'marked_spam'
+    UPDATE submissions SET status = 'spam', reason = 'marked_spam', erase_at = %(erase_at)s
      WHERE id = %(id)s AND organization_id = %(organization_id)s
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)

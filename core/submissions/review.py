@@ -10,12 +10,13 @@ in its `submission.released` event. Both refuse erased or expired values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from core.intake.payload import delivery_template, submitted_body
+from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, ValuesExpired
 from core.platform.ids import new_id
@@ -47,6 +48,13 @@ async def _locked(conn: Conn, scope: OrgScope, submission_id: str, now: datetime
     if state == "expired":
         raise ValuesExpired("the submission is past its retention: there is nothing to deliver")
     return row
+
+
+def _erase_at(row: dict[str, Any], status: str) -> datetime | None:
+    """When the values of a submission that now has `status` expire: counted from its
+    arrival, as if it had arrived with that status."""
+    days = PLANS[row["plan"]].retention_for(status, row["form_retention_days"])
+    return None if days is None else row["received_at"] + timedelta(days=days)
 
 
 def _snapshot(row: dict[str, Any], route: dict[str, Any], order: list[str]) -> dict[str, Any]:
@@ -104,6 +112,7 @@ async def release_submission(
             "from_reason": row["reason"],
             "payload": Jsonb(payload),
             "deliveries": Jsonb(planned),
+            "erase_at": _erase_at(row, "accepted"),
             "now": now,
         },
     )
@@ -127,6 +136,7 @@ async def mark_spam(conn: Conn, scope: OrgScope, submission_id: str, *, now: dat
             "form_id": row["form_id"],
             "from_status": row["status"],
             "from_reason": row["reason"],
+            "erase_at": _erase_at(row, "spam"),
             "now": now,
         },
     )

@@ -182,6 +182,33 @@ async def test_spam__skips_unsent_deliveries_and_a_release_queues_them_again(
     assert [d["status"] for d in await _deliveries(conn, receipt)] == ["sent", "pending"]
 
 
+async def test_review__a_new_status_takes_its_retention_from_arrival(
+    services: Services, conn: Conn
+) -> None:
+    """Released, a quarantined submission keeps its values as long as an accepted one (on
+    `self_hosted`, for good); marked as spam, it gets the spam retention."""
+    tenant = await make_tenant(conn, plan="self_hosted")
+    form = await make_form(conn, tenant, allowed_origins=[SITE])
+    quarantined = await _quarantined(services, form)
+    async with submit_client(services) as client:
+        accepted = await client.post(f"/s/{form}", json={"a": "1"}, headers={"Origin": SITE})
+    spam = accepted.json()["receipt"]
+
+    async def erase_at(submission: str) -> object:
+        [row] = await rows(
+            conn,
+            "SELECT erase_at - received_at AS kept FROM submissions WHERE id = %(id)s",
+            id=submission,
+        )
+        return row["kept"]
+
+    assert (await erase_at(quarantined), await erase_at(spam)) == (timedelta(days=30), None)
+    async with api_client(services, tenant.key) as api:
+        assert (await api.post(f"/v1/submissions/{quarantined}/release")).status_code == 200
+        assert (await api.post(f"/v1/submissions/{spam}/spam")).status_code == 200
+    assert (await erase_at(quarantined), await erase_at(spam)) == (None, timedelta(days=30))
+
+
 async def test_receipt_page__deliver_anyway_and_mark_as_spam_buttons(
     services: Services, conn: Conn
 ) -> None:
