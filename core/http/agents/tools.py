@@ -154,6 +154,19 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         erased: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/erase")
         return erased
 
+    @server.tool(annotations=WRITE)
+    async def release_submission(submission_id: Id) -> dict[str, Any]:
+        """Deliver a quarantined or spam submission anyway: it becomes accepted and the form's
+        live routes each deliver it once (a second release is refused: already_released)."""
+        released: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/release")
+        return released
+
+    @server.tool(annotations=WRITE)
+    async def mark_submission_spam(submission_id: Id) -> dict[str, Any]:
+        """Mark a submission as spam: its deliveries not yet sent are skipped."""
+        marked: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/spam")
+        return marked
+
     @server.tool(annotations=READ)
     async def list_deliveries(
         status: DeliveryStatus | None = None,

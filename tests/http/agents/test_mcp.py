@@ -38,7 +38,14 @@ READ_TOOLS = {
     "get_usage",
     "list_alerts",
 }
-WRITE_TOOLS = {"create_form", "erase_submission", "retry_delivery", "acknowledge_alert"}
+WRITE_TOOLS = {
+    "create_form",
+    "erase_submission",
+    "release_submission",
+    "mark_submission_spam",
+    "retry_delivery",
+    "acknowledge_alert",
+}
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +201,21 @@ async def test_mcp_http__erase_erases_the_values(world: World) -> None:
         timeout=10,
     )
     assert "grace@example.com" not in exported.text
+
+
+async def test_mcp_http__mark_as_spam_then_release_delivers_once(world: World) -> None:
+    receipt = submit(world.url, world.form, {"email": "ada@example.com", "message": "Hi"})
+    async with over_http(world, world.acme.key) as client:
+        marked = await call(client, "mark_submission_spam", submission_id=receipt)
+        released = await call(client, "release_submission", submission_id=receipt)
+        again = await client.call_tool("release_submission", {"submission_id": receipt})
+    assert (marked["status"], marked["reason"]) == ("spam", "marked_spam")
+    assert (released["status"], released["released_at"] is not None) == ("accepted", True)
+    assert [h["type"] for h in released["history"]][-2:] == [
+        "submission.marked_spam",
+        "submission.released",
+    ]
+    assert again.is_error and "already_released:" in text_of(again)
 
 
 @pytest.mark.slow
