@@ -49,10 +49,10 @@ SELECT id, erased_at FROM submissions
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 
 -- name: erase_submission_values
--- Drop the values of not-yet-erased submissions (keeping the receipt, idempotency key and
--- payload hash); returns the ones erased now.
+-- Drop the values of not-yet-erased submissions, and the field names the visitor posted
+-- (keeping the receipt, idempotency key and payload hash); returns the ones erased now.
 UPDATE submissions
-   SET "values" = NULL, meta = jsonb_build_object('origin', meta -> 'origin'),
+   SET "values" = NULL, field_order = NULL, meta = jsonb_build_object('origin', meta -> 'origin'),
        erased_at = %(now)s, erase_reason = %(erase_reason)s
  WHERE id = ANY (%(ids)s::text[]) AND erased_at IS NULL
 RETURNING id, organization_id, form_id, received_at
