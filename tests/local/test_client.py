@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from core.platform.ids import new_id
 from local.cli import main
 from tests.support.cli import postbag, subprocess_env
 from tests.support.runner import World, seeded_world, submit
@@ -130,9 +131,10 @@ def test_deliveries__list_show_retry(as_acme: World, capsys: pytest.CaptureFixtu
 def test_a_refusal_exits_1_with_the_problem_code_and_detail(
     as_acme: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "forms", "show", "frm_missing")
+    absent = new_id("frm")
+    code, out, err = run(capsys, "forms", "show", absent)
     assert (code, out) == (1, "")
-    assert err.strip() == "postbag: not_found: no form frm_missing"
+    assert err.strip() == f"postbag: not_found: no form {absent}"
     code, _, err = run(capsys, "forms", "create", "--name", "X", "--origin", "nope")
     assert code == 1 and err.startswith("postbag: invalid_input:") and "allowed_origins" in err
     monkeypatch.setenv("POSTBAG_API_URL", "http://127.0.0.1:1")  # nothing listens there
