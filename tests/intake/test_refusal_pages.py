@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from core.platform.db import Conn, connect
+from core.platform.ids import new_id
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from tests.support.api import assert_problem
@@ -116,7 +117,7 @@ async def test_refusal_page__database_unreachable_is_a_503_page_with_retry_after
     try:
         async with submit_client(services) as client:
             response = await client.post(
-                "/s/frm_01jexampleexampleexample00",
+                f"/s/{new_id('frm')}",
                 content=b"a=1",
                 headers={**BROWSER, **URLENCODED},
             )
