@@ -37,6 +37,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
+from core.platform.ids import new_id
 from tests.bench.receiver import start_receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,13 +223,14 @@ def pgbench(
 def setup(url: str, hook_url: str) -> dict[str, str]:
     """The organization, form and two webhook routes the benchmark posts to; their
     destinations are a fast loopback receiver, so the runner's worker delivers as it would."""
+    # Well-formed ids: the submit path refuses any other shape before it queries.
     ids = {
-        "org": "org_bench" + uuid.uuid4().hex[:12],
-        "form": "frm_bench" + uuid.uuid4().hex[:12],
-        "dst1": "dst_bench1" + uuid.uuid4().hex[:12],
-        "dst2": "dst_bench2" + uuid.uuid4().hex[:12],
-        "route1": "rte_bench1" + uuid.uuid4().hex[:12],
-        "route2": "rte_bench2" + uuid.uuid4().hex[:12],
+        "org": new_id("org"),
+        "form": new_id("frm"),
+        "dst1": new_id("dst"),
+        "dst2": new_id("dst"),
+        "route1": new_id("rte"),
+        "route2": new_id("rte"),
     }
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
