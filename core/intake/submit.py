@@ -38,7 +38,7 @@ from core.platform.db import Conn
 from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput
 from core.platform.ids import new_id
 from core.platform.logs import log
-from core.platform.queries import queries
+from core.platform.queries import execute, queries
 from core.platform.services import Services
 
 TEST_FIELD = "_test"
@@ -262,7 +262,7 @@ async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
     """
     for _ in range(3):
         async with services.db.connection() as conn:
-            cur = await conn.execute(queries["insert_submission"], params)
+            cur = await execute(conn, "insert_submission", params)
             row = await cur.fetchone()
         if row is not None:
             return row

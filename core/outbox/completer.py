@@ -7,7 +7,6 @@ import asyncio
 import psycopg
 
 from core.outbox import store
-from core.owner.alerts import resolve_recovered
 from core.platform.db import Database
 from core.platform.errors import Unavailable
 from core.platform.logs import log
@@ -57,7 +56,6 @@ class Completer:
                     # Done already when its send's task was cancelled: written all the same.
                     if not written.done():
                         written.set_result(result)
-                await resolve_recovered(self._db, [outcome for outcome, _ in group], won)
         finally:
             self._writer = None
 

@@ -15,7 +15,7 @@ from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
-from core.platform.queries import queries
+from core.platform.queries import execute, queries
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
@@ -80,23 +80,20 @@ async def claim_due(
     limit of sends in flight (at most `per_destination`) leaves free now. Each claim spends
     an attempt (`Claim.attempts` counts those spent before it).
     """
-    async with conn.transaction():
-        # A large table inflates the estimates past `jit_above_cost`, and compiling the
-        # plan would cost more than running it (~100 ms against a few).
-        await conn.execute("SET LOCAL jit = off")
-        cur = await conn.execute(
-            queries["claim_due"],
-            {
-                "now": now,
-                "limit": limit,
-                "max_orgs": max_orgs or limit,
-                "per_destination": per_destination,
-                "lease": lease,
-                "limits": _LIMITS,
-                "month": month_of(now),
-            },
-        )
-        rows = await cur.fetchall()
+    cur = await execute(
+        conn,
+        "claim_due",
+        {
+            "now": now,
+            "limit": limit,
+            "max_orgs": max_orgs or limit,
+            "per_destination": per_destination,
+            "lease": lease,
+            "limits": _LIMITS,
+            "month": month_of(now),
+        },
+    )
+    rows = await cur.fetchall()
     return [
         Claim(
             id=row["id"],
@@ -175,6 +172,8 @@ class Outcome:
             "excerpt": attempt.excerpt[:512] if attempt and attempt.excerpt else None,
             "event": self.event,
             "event_data": dict(self.event_data or {}),
+            # Whose open `delivery.dead` alert a `sent` outcome resolves.
+            "subject_id": claim.destination_id or claim.form_id,
         }
 
 
@@ -185,13 +184,15 @@ def _iso(at: datetime | None) -> str | None:
 async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
     """Write outcomes, each fenced by its claim token, with their attempts and events.
 
-    One statement (one round trip, atomic) for all of them. For each outcome, False when
-    its claim had been lost (expired and taken again): nothing changed but the attempt,
-    recorded as `fenced`.
+    One statement (one round trip, atomic) for all of them, which also resolves the open
+    `delivery.dead` alert of each subject a written `sent` outcome delivered to. For each
+    outcome, False when its claim had been lost (expired and taken again): nothing changed
+    but the attempt, recorded as `fenced`.
     """
     rows = [outcome.row() for outcome in outcomes]
     cur = await conn.execute(
-        queries["finish_deliveries"], {"outcomes": json.dumps(rows, default=str)}
+        queries["finish_deliveries"],
+        {"outcomes": json.dumps(rows, default=str), "ids": [row["id"] for row in rows]},
     )
     written = {(row["id"], row["claim_token"]) for row in await cur.fetchall()}
     return [(o.claim.id, o.claim.claim_token) in written for o in outcomes]
@@ -208,7 +209,8 @@ async def give_back_claims(
         return []
     rows = [{"id": c.id, "claim_token": str(c.claim_token)} for c in claims]
     cur = await conn.execute(
-        queries["give_back_claims"], {"claims": json.dumps(rows), "now": now, "detail": detail}
+        queries["give_back_claims"],
+        {"claims": json.dumps(rows), "ids": [c.id for c in claims], "now": now, "detail": detail},
     )
     return [row["id"] for row in await cur.fetchall()]
 

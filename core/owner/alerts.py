@@ -3,22 +3,18 @@ by the next delivery sent to its subject."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from psycopg.types.json import Jsonb
-
-from core.platform.db import Conn, Database
+from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.ids import new_id
-from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.vocabulary import AlertKind
 
 if TYPE_CHECKING:
-    from core.outbox.store import Outcome
+    pass
 
 
 async def raise_alert(
@@ -47,30 +43,6 @@ async def raise_alert(
     row = await cur.fetchone()
     assert row is not None
     return int(row["occurrences"])
-
-
-async def resolve_recovered(db: Database, outcomes: Sequence[Outcome], won: Sequence[bool]) -> None:
-    """Resolve the open `delivery.dead` alert of each subject (the destination, or the form
-    for acknowledgement emails) that a written `sent` outcome delivered to: the
-    `alert.resolved` event says which delivery recovered it. Never raises: an alert left open
-    is resolved by the next delivery sent, and the outcomes' writer must go on."""
-    sent = [
-        {
-            "organization_id": o.claim.organization_id,
-            "subject_id": o.claim.destination_id or o.claim.form_id,
-            "delivery_id": o.claim.id,
-        }
-        for o, ours in zip(outcomes, won, strict=True)
-        if ours and o.status == "sent" and (o.claim.destination_id or o.claim.form_id)
-    ]
-    if not sent:
-        return
-    params = {"sent": Jsonb(sent), "now": max(o.now for o in outcomes)}
-    try:
-        async with db.connection() as conn:
-            await conn.execute(queries["resolve_recovered_alerts"], params)
-    except Exception:
-        log.warning("could not resolve recovered alerts; the next sent delivery will")
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

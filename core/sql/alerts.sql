@@ -39,26 +39,3 @@ UPDATE alerts
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 RETURNING id, kind, subject_id, status, occurrences, detail, last_delivery_id, first_at,
           last_at, acknowledged_at, resolved_at, resolved_by_delivery_id
-
--- name: resolve_recovered_alerts
--- Resolve the open `delivery.dead` alert of each subject a delivery was just sent to (the
--- destination, or the form for acknowledgement emails), with an `alert.resolved` event.
-WITH sent AS (
-    SELECT * FROM jsonb_to_recordset(%(sent)s::jsonb)
-        AS s(organization_id text, subject_id text, delivery_id text)
-), resolved AS (
-    UPDATE alerts a
-       SET status = 'resolved', resolved_at = %(now)s, resolved_by_delivery_id = s.delivery_id
-      FROM sent s
-     WHERE a.organization_id = s.organization_id AND a.subject_id = s.subject_id
-       AND a.kind = 'delivery.dead' AND a.status = 'open'
-    RETURNING a.id, a.organization_id, a.subject_id, a.occurrences, a.last_delivery_id,
-              s.delivery_id
-)
-INSERT INTO events (organization_id, type, subject_id, data, created_at)
-SELECT organization_id, 'alert.resolved', id,
-       jsonb_build_object('kind', 'delivery.dead', 'subject', subject_id,
-                          'occurrences', occurrences, 'last_dead_delivery', last_delivery_id,
-                          'delivery', delivery_id),
-       %(now)s
-  FROM resolved

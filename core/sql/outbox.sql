@@ -204,19 +204,23 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
 
 -- name: finish_deliveries
 -- Write claims' outcomes, each fenced by its token, with their attempts and events, in one
--- statement (%(outcomes)s: a JSON array, one object per outcome). An
+-- statement (%(outcomes)s: a JSON array, one object per outcome; %(ids)s: their ids). An
 -- outcome whose claim has expired and been taken again writes nothing but its attempt (as
--- `fenced`). Returns the (id, claim_token) of the outcomes written.
+-- `fenced`). A `sent` outcome written resolves the open `delivery.dead` alert of its subject
+-- (the destination, or the form for acknowledgement emails) with an `alert.resolved` event.
+-- Returns the (id, claim_token) of the outcomes written.
 WITH o AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o (
         id text, organization_id text, claim_token uuid, status text, spent integer,
         next_attempt_at timestamptz, reason text, detail text, now timestamptz,
         attempt integer, started_at timestamptz, duration_ms integer, http_status integer,
-        error_class text, excerpt text, event text, event_data jsonb)
+        error_class text, excerpt text, event text, event_data jsonb, subject_id text)
 ),
 locked AS MATERIALIZED (
-    -- Rows locked in id order, so two workers' overlapping groups cannot deadlock.
-    SELECT d.id FROM deliveries d JOIN o ON o.id = d.id
+    -- Rows locked in id order, so two workers' overlapping groups cannot deadlock; found
+    -- by primary key, whatever the size of the table.
+    SELECT d.id FROM deliveries d
+     WHERE d.id = ANY (%(ids)s::text[])
      ORDER BY d.id
        FOR NO KEY UPDATE OF d
 ),
@@ -252,6 +256,38 @@ event AS (
       FROM done
       JOIN o ON o.id = done.id AND o.claim_token = done.claim_token
      WHERE o.event IS NOT NULL
+),
+recovering AS MATERIALIZED (
+    -- The open alerts a written `sent` outcome recovers, locked in id order (the first
+    -- such delivery of the group resolves each).
+    SELECT a.id, s.delivery_id, s.now
+      FROM (SELECT DISTINCT ON (o.organization_id, o.subject_id)
+                   o.organization_id, o.subject_id, o.id AS delivery_id, o.now
+              FROM o JOIN done ON done.id = o.id AND done.claim_token = o.claim_token
+             WHERE o.status = 'sent' AND o.subject_id IS NOT NULL
+             ORDER BY o.organization_id, o.subject_id, o.id) s
+      JOIN alerts a
+        ON a.organization_id = s.organization_id AND a.subject_id = s.subject_id
+       AND a.kind = 'delivery.dead' AND a.status = 'open'
+     ORDER BY a.id
+       FOR UPDATE OF a
+),
+resolved AS (
+    UPDATE alerts a
+       SET status = 'resolved', resolved_at = r.now, resolved_by_delivery_id = r.delivery_id
+      FROM recovering r
+     WHERE a.id = r.id AND a.status = 'open'
+    RETURNING a.id, a.organization_id, a.subject_id, a.occurrences, a.last_delivery_id,
+              r.delivery_id, r.now
+),
+resolved_event AS (
+    INSERT INTO events (organization_id, type, subject_id, data, created_at)
+    SELECT organization_id, 'alert.resolved', id,
+           jsonb_build_object('kind', 'delivery.dead', 'subject', subject_id,
+                              'occurrences', occurrences, 'last_dead_delivery',
+                              last_delivery_id, 'delivery', delivery_id),
+           now
+      FROM resolved
 )
 SELECT id, claim_token FROM done
 
@@ -270,12 +306,13 @@ RETURNING id
 -- name: give_back_claims
 -- Give claims back at once, due again as they were, with the claim's attempt unspent (a pass ending with
 -- sends in flight, a worker shutting down); each fenced by its token, locked in id order.
--- %(claims)s: a JSON array of {id, claim_token}.
+-- %(claims)s: a JSON array of {id, claim_token}; %(ids)s: their ids.
 WITH g AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(claims)s::jsonb) AS g (id text, claim_token uuid)
 ),
 locked AS MATERIALIZED (
-    SELECT d.id FROM deliveries d JOIN g ON g.id = d.id
+    SELECT d.id FROM deliveries d
+     WHERE d.id = ANY (%(ids)s::text[])
      ORDER BY d.id
        FOR NO KEY UPDATE OF d
 )

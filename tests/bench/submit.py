@@ -290,6 +290,32 @@ def machine_cpu_seconds() -> float:
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU time so far of every PostgreSQL process (backends and the server's own)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if not (entry / "cmdline").read_bytes().startswith(b"postgres"):
+                continue
+            total += cpu_seconds(int(entry.name))
+        except OSError:  # the process ended meanwhile
+            continue
+    return total
+
+
+def transactions(url: str) -> int:
+    """Transactions committed so far in the benchmark's database (each autocommit statement
+    is one)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -357,9 +383,12 @@ def main() -> int:
         results = []
         for concurrency in args.concurrency:
             cpu_before, machine_before = cpu_seconds(runner.pid), machine_cpu_seconds()
+            postgres_before, xact_before = postgres_cpu_seconds(), transactions(url)
             ours = drive(port, path, concurrency, args.duration)
             requests = ours["rps"] * args.duration
             ours["cpu_ms"] = (cpu_seconds(runner.pid) - cpu_before) / requests * 1000
+            ours["postgres_ms"] = (postgres_cpu_seconds() - postgres_before) / requests * 1000
+            ours["xact"] = (transactions(url) - xact_before) / requests
             ours["machine_ms"] = (machine_cpu_seconds() - machine_before) / requests * 1000
             machine_before = machine_cpu_seconds()
             reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
@@ -390,6 +419,12 @@ def main() -> int:
                 f"concurrency 16: {loaded['rps']:.0f} req/s, p50 {loaded['p50_ms']:.2f} ms, "
                 f"p99 {loaded['p99_ms']:.2f} ms; {loaded['rps'] / empty['rps']:.2f} x the "
                 "empty-table figure"
+            )
+        print("Postbag's CPU per request in PostgreSQL, and transactions per request:")
+        for concurrency, ours, _ in results:
+            print(
+                f"{concurrency:>4} | postgres {ours['postgres_ms']:.2f} ms, "
+                f"{ours['xact']:.2f} transactions"
             )
         print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
     finally:
