@@ -192,7 +192,10 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
        dst.consecutive_failures AS destination_failures,
        dst.send_limit AS destination_send_limit,
        (s.id IS NOT NULL AND 'over_quota' = ANY (s.flags)
-        AND coalesce(u.submissions, 0) > (%(limits)s::jsonb ->> o.plan)::integer)
+        AND coalesce((SELECT sum(u.submissions) FROM usage_counters u
+                        WHERE u.organization_id = c.organization_id
+                          AND u.month = %(month)s), 0)
+            > (%(limits)s::jsonb ->> o.plan)::integer)
            IS TRUE AS over_quota
   FROM claimed c
   JOIN organizations o ON o.id = c.organization_id
@@ -200,7 +203,6 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
   LEFT JOIN destinations dst ON dst.id = c.destination_id
   LEFT JOIN destination_secrets ds
          ON ds.destination_id = c.destination_id AND ds.version = c.secret_version
-  LEFT JOIN usage_counters u ON u.organization_id = c.organization_id AND u.month = %(month)s
 
 -- name: finish_deliveries
 -- Write claims' outcomes, each fenced by its token, with their attempts and events, in one
@@ -333,7 +335,7 @@ UPDATE deliveries d
   FROM organizations o
  WHERE d.held AND o.id = d.organization_id
    AND o.id IN (SELECT DISTINCT organization_id FROM deliveries WHERE held)
-   AND (coalesce((SELECT u.submissions FROM usage_counters u
+   AND (coalesce((SELECT sum(u.submissions) FROM usage_counters u
                    WHERE u.organization_id = o.id AND u.month = %(month)s), 0)
         > (%(limits)s::jsonb ->> o.plan)::integer) IS NOT TRUE
 RETURNING d.id

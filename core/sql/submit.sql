@@ -7,7 +7,7 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
        f.ack_email, o.plan,
        s.version AS schema_version, s.schema,
-       coalesce((SELECT u.submissions FROM usage_counters u
+       coalesce((SELECT sum(u.submissions) FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
            AS month_submissions,
        (SELECT count(*) FROM (
@@ -46,7 +46,7 @@ SELECT id, payload_hash
 -- the same client and payload within 60 s) already produced a submission, insert it with
 -- its attachments, one delivery per live matching route (with the snapshot), the visitor's
 -- acknowledgement email if one is due and under its daily cap, its events and the monthly
--- usage count. The rate limit is counted here, under the lock of postbag_submit_gate
+-- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
 -- prepared is stored instead (quarantined, rate_limited). Returns the new submission with
 -- the status it got, or the previous one.
@@ -147,11 +147,12 @@ WITH gate AS (
            WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
 ), usage AS (
-    INSERT INTO usage_counters (organization_id, month, submissions)
-    SELECT %(organization_id)s, %(month)s, 1
+    -- One of the month's 16 shards, at random: concurrent submits rarely wait on each other.
+    INSERT INTO usage_counters (organization_id, month, shard, submissions)
+    SELECT %(organization_id)s, %(month)s, floor(random() * 16)::smallint, 1
       FROM submission CROSS JOIN gate g
      WHERE %(counted)s AND NOT g.limited
-    ON CONFLICT (organization_id, month)
+    ON CONFLICT (organization_id, month, shard)
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,

@@ -29,20 +29,21 @@ SELECT o.plan,
  WHERE o.id = %(organization_id)s
 
 -- name: month_usage
--- The organization's counted submissions and attachment bytes in one calendar month
--- (absent row: none).
-SELECT coalesce(u.submissions, 0) AS submissions, coalesce(u.attachment_bytes, 0) AS attachment_bytes
-  FROM (SELECT 1) one
-  LEFT JOIN usage_counters u
-    ON u.organization_id = %(organization_id)s AND u.month = %(month)s
+-- The organization's counted submissions and attachment bytes in one calendar month (the
+-- sum of its shards; no row: none).
+SELECT coalesce(sum(u.submissions), 0)::bigint AS submissions,
+       coalesce(sum(u.attachment_bytes), 0)::bigint AS attachment_bytes
+  FROM usage_counters u
+ WHERE u.organization_id = %(organization_id)s AND u.month = %(month)s
 
 -- name: add_attachment_bytes
 -- Count a submission's attachment bytes in its organization's month, unless that takes the
 -- month past `limit` (null: unlimited); returns no row when refused. The row lock of the
--- upsert makes concurrent uploads count one after the other.
-INSERT INTO usage_counters AS u (organization_id, month, attachment_bytes)
-VALUES (%(organization_id)s, %(month)s, %(bytes)s)
-ON CONFLICT (organization_id, month) DO UPDATE
+-- upsert (of shard 0, which alone counts bytes) makes concurrent uploads count one after
+-- the other.
+INSERT INTO usage_counters AS u (organization_id, month, shard, attachment_bytes)
+VALUES (%(organization_id)s, %(month)s, 0, %(bytes)s)
+ON CONFLICT (organization_id, month, shard) DO UPDATE
    SET attachment_bytes = u.attachment_bytes + excluded.attachment_bytes
  WHERE %(limit)s::bigint IS NULL
     OR u.attachment_bytes + excluded.attachment_bytes <= %(limit)s::bigint

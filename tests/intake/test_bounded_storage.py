@@ -59,7 +59,7 @@ async def test_submit__honeypot_spam_keeps_its_values_but_writes_no_file(
     attachments = await rows(conn, "SELECT submission_id FROM attachments")
     assert attachments == [{"submission_id": ham.json()["receipt"]}]
     assert len(_stored_files(services)) == 1
-    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
+    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters WHERE shard = 0")
     assert usage["attachment_bytes"] == len(pdf())
 
 
@@ -120,16 +120,18 @@ async def test_submit__attachment_bytes_over_the_plans_month_are_refused_and_not
     assert _stored_files(services) == []
     names = await rows(conn, """SELECT "values" ->> 'name' AS name FROM submissions""")
     assert names == [{"name": "Bo"}]
-    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
+    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters WHERE shard = 0")
     assert usage["attachment_bytes"] == almost
 
-    await conn.execute("UPDATE usage_counters SET attachment_bytes = %(b)s", {"b": almost - 1})
+    await conn.execute(
+        "UPDATE usage_counters SET attachment_bytes = %(b)s WHERE shard = 0", {"b": almost - 1}
+    )
     async with submit_client(services) as client:
         fits = await client.post(
             f"/s/{form}", data={"name": "Cy"}, files=_files(), headers=JSON_ACCEPT
         )
     assert fits.status_code == 201, fits.text
-    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
+    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters WHERE shard = 0")
     assert usage["attachment_bytes"] == 100 * MIB
 
 
@@ -156,5 +158,5 @@ async def test_submit__concurrent_uploads_never_overshoot_the_months_attachment_
         stored = _stored_files(services)
     assert sorted(a.status_code for a in answers) == [201] * 3 + [402] * 7
     assert len(stored) == 3
-    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters")
+    [usage] = await rows(conn, "SELECT attachment_bytes FROM usage_counters WHERE shard = 0")
     assert usage["attachment_bytes"] == 100 * MIB

@@ -40,7 +40,7 @@ async def test_rate_limit__40_concurrent_posts_against_max_5_accept_exactly_5(
     accepted = [r for r in found if r["status"] == "accepted"]
     limited = [r for r in found if (r["status"], r["reason"]) == ("quarantined", "rate_limited")]
     assert (len(accepted), len(limited)) == (5, 35)
-    usage = await rows(conn, "SELECT submissions FROM usage_counters")
+    usage = await rows(conn, "SELECT sum(submissions)::int AS submissions FROM usage_counters")
     assert usage == [{"submissions": 5}]
     events = await rows(conn, "SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY 1")
     assert events == [

@@ -39,6 +39,12 @@ async def _only_submission(conn: Conn) -> dict[str, object]:
 # --- the status table -------------------------------------------------------------------
 
 
+async def _month_count(conn: Conn) -> int:
+    """The month's count of counted submissions: the sum of its shards."""
+    [row] = await rows(conn, "SELECT coalesce(sum(submissions), 0)::int AS n FROM usage_counters")
+    return int(row["n"])
+
+
 async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
     services: Services, conn: Conn
 ) -> None:
@@ -105,7 +111,7 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
         }
     ]
     usage = await rows(conn, "SELECT organization_id, submissions FROM usage_counters")
-    assert usage == [{"organization_id": tenant.org, "submissions": 1}]
+    assert usage == [{"organization_id": tenant.org, "submissions": 1}]  # on one shard
 
 
 @pytest.mark.parametrize(("ticked", "consent"), [({"agree": "on"}, True), ({}, False)])
@@ -322,7 +328,7 @@ async def test_submit__over_quota_is_accepted_flagged_and_held(
     row = await _only_submission(conn)
     assert (row["status"], row["flags"]) == ("accepted", ["over_quota"])
     assert await rows(conn, "SELECT held FROM deliveries") == [{"held": True}]
-    assert await rows(conn, "SELECT submissions FROM usage_counters") == [{"submissions": 101}]
+    assert await _month_count(conn) == 101
 
 
 async def test_submit__test_flag_is_delivered_and_never_counted(
@@ -342,7 +348,7 @@ async def test_submit__test_flag_is_delivered_and_never_counted(
     deliveries = await rows(conn, "SELECT held, payload FROM deliveries")
     assert len(deliveries) == 1 and deliveries[0]["held"] is False
     assert deliveries[0]["payload"]["test"] is True
-    assert await rows(conn, "SELECT submissions FROM usage_counters") == [{"submissions": 100}]
+    assert await _month_count(conn) == 100
 
 
 async def test_submit__retention_from_form_plan_or_never(services: Services, conn: Conn) -> None:
@@ -679,6 +685,25 @@ async def test_submit__20_concurrent_identical_posts_make_one_submission(
     assert len({r.json()["receipt"] for r in responses}) == 1
     assert len(await rows(conn, "SELECT id FROM submissions")) == 1
     assert len(await rows(conn, "SELECT id FROM deliveries")) == 1
+
+
+async def test_submit__concurrent_submits_spread_the_month_count_over_shards_that_add_up(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    """Racing submits of one organization (20 connections) count on random shards of the
+    month's counter rather than queue on one row's lock; the shards add up to each one."""
+    _, form = await setup_form(conn, rate_limit_max=100)
+    async with (
+        built_services(db_url, tmp_path, pool_max=20) as services,
+        submit_client(services) as client,
+    ):
+        responses = await asyncio.gather(
+            *(_post_json(client, form, data={"n": str(n)}) for n in range(40))
+        )
+    assert [r.status_code for r in responses] == [201] * 40
+    assert await _month_count(conn) == 40
+    shards = await rows(conn, "SELECT shard FROM usage_counters")
+    assert len(shards) > 1  # all 40 on one of 16 shards: a chance of 16^-39
 
 
 # --- responses and CORS --------------------------------------------------------------------
