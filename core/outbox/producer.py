@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 
 # Seconds between claims while sends are in flight and nothing was due.
 POLL = 0.2
+# Once a claim found fewer due rows than it had room for, the least time before the next
+# (while sends are in flight): new rows come due with each submit, and a busy
+# destination's room frees as each of its sends ends, so claiming again at every send's
+# end would be a claim per row; after a moment, one claim takes what came due meanwhile.
+# The worker's wake-up waits as long after a notification (local/worker.py).
+CLAIM_PAUSE = 0.05
 
 
 class Producer:
@@ -59,29 +65,31 @@ class Producer:
             # Sends in flight when the claim began: their destinations' room may have been
             # full for it, and may be free by the time it answers.
             sending = bool(tasks)
+            asked = min(opts.batch, room)
             async with state.services.db.connection() as conn:
                 claims = await store.claim_due(
                     conn,
                     now=state.now(),
-                    limit=min(opts.batch, room),
+                    limit=asked,
                     lease=opts.lease,
                     per_destination=opts.per_destination,
                 )
             state.stats["claimed"] += len(claims)
-            if not claims:
-                if not sending:
-                    break
-                # Sends in flight may make more rows due (a probe's success releases its
-                # destination's backlog, an answer frees a busy destination's room), and
-                # new ones come due: look again shortly (at once if they have all ended).
-                if tasks:
-                    await self._wait(timeout=POLL)
-                continue
+            if not claims and not sending:
+                break
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
                 tasks.add(task)
                 self._claim_of[task] = claim
                 task.add_done_callback(tasks.discard)
+            if len(claims) < asked and tasks:
+                # Sends in flight may make more rows due (a probe's success releases its
+                # destination's backlog, an answer frees a busy destination's room), and
+                # new ones come due: look again after a moment, or, with nothing claimed,
+                # once a send ends (within POLL).
+                await self._pause(CLAIM_PAUSE)
+                if not claims and tasks:
+                    await self._wait(timeout=POLL - CLAIM_PAUSE)
         if tasks and not state.stop.is_set():
             # Until every send has ended, the pass is told to stop, or a strict budget ends.
             timeout = max(deadline - time.monotonic(), 0) if opts.strict_budget else None
@@ -94,6 +102,10 @@ class Producer:
                 await self._give_back(set(tasks), "pass_ended")
         if state.stop.is_set():
             await self._drain()
+
+    async def _pause(self, seconds: float) -> None:
+        """For `seconds`, or until the pass is told to stop."""
+        await asyncio.wait({self._stopped}, timeout=seconds)
 
     async def _wait(self, *, timeout: float | None = None) -> None:
         """Until a send ends, the pass is told to stop, or `timeout` seconds have gone by."""
