@@ -1,26 +1,37 @@
-"""Waking the delivery worker after a submit: one NOTIFY at a time per event loop."""
+"""Waking the delivery worker after a submit: at most one NOTIFY per interval per event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 
+# The least time between two NOTIFYs of one process. A worker gathers the notifications of
+# a burst for as long (local/worker.py) before its pass, so more would wake nothing more;
+# a submit that asks within it is covered by one NOTIFY at its end.
+NOTIFY_INTERVAL = 0.05
+
 
 class _Waker:
-    """Coalesces wake-ups: at most one NOTIFY in flight per event loop, plus one more for
-    everything that asked while it was in flight."""
+    """Coalesces wake-ups: one NOTIFY at a time, the next no sooner than NOTIFY_INTERVAL
+    after it, for everything that asked meanwhile."""
 
     def __init__(self) -> None:
         self.pending = False
         self.running: asyncio.Task[None] | None = None
+        self.last = float("-inf")  # when the last NOTIFY went out (monotonic seconds)
 
     async def _run(self, services: Services) -> None:
         while self.pending:
+            wait = self.last + NOTIFY_INTERVAL - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             self.pending = False
+            self.last = time.monotonic()
             try:
                 async with services.db.connection() as conn:
                     await conn.execute(queries["notify_deliveries"], {"payload": ""})
@@ -32,7 +43,8 @@ class _Waker:
         self.pending = True
         if self.running is None or self.running.done():
             self.running = asyncio.create_task(self._run(services))
-        # Waiting keeps a Lambda invocation alive until its wake-up went out.
+        # Waiting (after the response went out) keeps a Lambda invocation alive until its
+        # wake-up did.
         await asyncio.shield(self.running)
 
 
