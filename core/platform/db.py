@@ -175,10 +175,13 @@ async def enter_scope(conn: Conn, scope: OrgScope) -> None:
 
 
 async def connect(url: str, **kwargs: Any) -> Conn:
-    """One autocommit connection outside the pool (CLI, migrations)."""
+    """One autocommit connection outside the pool (CLI, migrations), with the pooled
+    connections' session settings."""
     try:
-        return await psycopg.AsyncConnection.connect(
+        conn = await psycopg.AsyncConnection.connect(
             url, autocommit=True, row_factory=dict_row, **kwargs
         )
+        await _configure(conn)
     except psycopg.OperationalError as exc:
         raise Unavailable(f"database unavailable: {exc}".splitlines()[0]) from exc
+    return conn
