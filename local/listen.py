@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import hmac
 import json
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,7 @@ from core.destinations.base import ValidationContext
 from core.owner import destinations, routes
 from core.owner.organizations import owner_of
 from core.platform.db import Conn, connect, enter_scope
-from core.platform.errors import InvalidInput
+from core.platform.errors import ConfigError, InvalidInput
 from core.platform.scope import OrgScope
 from core.platform.settings import Settings
 
@@ -183,10 +184,26 @@ def _secret(args: argparse.Namespace, settings: Settings, target: str) -> str | 
     return secret
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on `host`:`port` (a ConfigError when it cannot be):
+    requests sent from now on wait in its backlog until the server takes them."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
 def listen(args: argparse.Namespace, settings: Settings) -> int:
     """Receive deliveries on `--port` until Ctrl-C, printing each one."""
     target = f"http://{args.host}:{args.port}/"
     secret = _secret(args, settings, target)
+    # Listening before saying so: a delivery sent on reading the line is not refused.
+    sock = _listening_socket(args.host, args.port)
     print(
         f"Listening for webhooks on {target} "
         + ("(checking signatures)" if secret else "(signatures not checked)")
@@ -201,7 +218,7 @@ def listen(args: argparse.Namespace, settings: Settings) -> int:
         log_config=None,
         access_log=False,
     )
-    asyncio.run(uvicorn.Server(config).serve())
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
     return 0
 
 

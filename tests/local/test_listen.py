@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,3 +129,18 @@ async def test_listen__create_destination_receives_the_first_start_forms_post_fr
     assert "Using webhook destination" in reused
     destinations = await rows(conn, "SELECT config FROM destinations")
     assert [d["config"] for d in destinations] == [{"url": f"http://127.0.0.1:{listen_port}/"}]
+
+
+def test_listen__a_busy_port_is_one_clear_line_and_exit_1(db_url: str) -> None:
+    """The port is taken before `Listening for webhooks` is printed: a busy one is said so."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
+        proc = _postbag("listen", "--port", str(port), "--secret", SECRET, env=env)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert f"postbag: cannot listen on 127.0.0.1:{port}" in out
+    assert "Listening for webhooks" not in out
+    assert "Traceback" not in out
