@@ -124,6 +124,13 @@ async def _submit_parsed(
     submission_id = new_id("sub")
     # Honeypot spam keeps its values for review, never its files.
     kept = files if decision.status != "spam" else []
+    if kept:
+        # A repeat writes no file and counts no bytes: look for it before storing (the
+        # insert still catches a repeat racing this one).
+        async with services.db.connection() as conn:
+            previous = await _find_previous(conn, form, key, hashed, now)
+        if previous is not None:
+            return _repeat(previous, hashed, body.is_json)
     attachments = await store_files(services, form, submission_id, kept, now)
     meta = request_meta(
         origin=request.origin,

@@ -385,7 +385,7 @@ def test_storage_for__file_urls(tmp_path: Path) -> None:
     assert store is storage_for(f"file://{tmp_path}/x")
 
 
-async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
+async def test_attachments__repeat_with_files_is_recognised_stores_nothing_even_after_closing(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
     _, form = await setup_form(conn, file_fields={"cv": {"types": [".pdf"]}})
@@ -396,6 +396,7 @@ async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
     ):
         files = _multipart("cv", "cv.pdf", pdf())
         first = await client.post(f"/s/{form}", files=files, headers=headers)
+        open_repeat = await client.post(f"/s/{form}", files=files, headers=headers)
         await conn.execute("UPDATE forms SET accepting = false WHERE id = %s", (form,))
         again = await client.post(f"/s/{form}", files=files, headers=headers)
         other = await client.post(
@@ -403,8 +404,15 @@ async def test_attachments__repeat_with_files_is_recognised_even_after_closing(
         )
     assert first.status_code == 201
     assert again.status_code == 200 and again.json()["receipt"] == first.json()["receipt"]
+    assert open_repeat.status_code == 200
+    assert open_repeat.json()["receipt"] == first.json()["receipt"]
     assert other.status_code == 409
     assert len(await rows(conn, "SELECT id FROM attachments")) == 1
+    # The repeats and the conflicting post wrote no file and counted no bytes.
+    assert len(await rows(conn, "SELECT storage_key FROM stored_objects")) == 1
+    assert await rows(conn, "SELECT attachment_bytes FROM usage_counters WHERE shard = 0") == [
+        {"attachment_bytes": len(pdf())}
+    ]
 
 
 @pytest.mark.slow
