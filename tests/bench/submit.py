@@ -1,7 +1,8 @@
 """Benchmark of `POST /s/{form}` against pgbench doing the same transaction.
 
 Starts the local runner (`postbag dev --no-ticks`: the submit path alone, as the cloud's
-submit function runs it; `--with-ticks` also runs its delivery worker) against a fresh
+submit function runs it; `--with-ticks` also runs its delivery worker; `--worker-process`
+delivers from a `postbag worker` process beside it instead) against a fresh
 database, drives `POST /s/{form}` (urlencoded, 8 fields, a form with 2 webhook routes to a
 fast loopback receiver) from a separate process at several concurrencies for a fixed
 duration, and in the same run drives `pgbench` with a script doing the same SQL
@@ -340,6 +341,12 @@ def main() -> int:
         action="store_true",
         help="the runner also delivers (its worker shares the machine; pgbench does not)",
     )
+    parser.add_argument(
+        "--worker-process",
+        action="store_true",
+        help="deliver from a `postbag worker` process beside the runner (as self-hosting "
+        "runs it) rather than from the runner's own worker",
+    )
     args = parser.parse_args()
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
@@ -360,14 +367,16 @@ def main() -> int:
         POSTBAG_TRUSTED_PROXIES='["127.0.0.1/32"]',
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
     )
+    postbag = str(Path(sys.executable).parent / "postbag")
     runner = subprocess.Popen(
-        [str(Path(sys.executable).parent / "postbag"), "dev", "--port", str(port)]
-        + ([] if args.with_ticks else ["--no-ticks"]),
+        [postbag, "dev", "--port", str(port)]
+        + ([] if args.with_ticks and not args.worker_process else ["--no-ticks"]),
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    worker = None
     try:
         for _ in range(300):
             try:
@@ -376,6 +385,15 @@ def main() -> int:
             except OSError:
                 time.sleep(0.1)
         ids = setup(url, hook_url)
+        if args.worker_process:
+            # Started once the runner has migrated the database.
+            worker = subprocess.Popen(
+                [postbag, "worker", "--ticks", "deliver"],
+                cwd=workdir,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         path = f"/s/{ids['form']}"
         drive(port, path, 4, 2)  # warm-up: pool, caches
         script = workdir / "submit.pgbench"
@@ -429,6 +447,9 @@ def main() -> int:
         print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
     finally:
         receiver.terminate()
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
         runner.send_signal(signal.SIGINT)
         try:
             runner.wait(timeout=20)
