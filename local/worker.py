@@ -57,11 +57,13 @@ class Worker:
         ticks: Sequence[str] = tuple(TICKS),
         concurrency: int = CONCURRENCY,
         grace: float = GRACE_SECONDS,
+        deliver_budget: float = DELIVER_BUDGET_SECONDS,
     ) -> None:
         self.services = services
         self.name = name
         self.ticks = [TICKS[tick] for tick in ticks]
         self.grace = grace
+        self.deliver_budget = deliver_budget
         self.stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._deliverer = Deliverer(
@@ -86,23 +88,49 @@ class Worker:
                     await listener
 
     async def _deliver(self, tick: Tick) -> None:
-        while not self.stop.is_set():
-            now = utcnow()
-            try:
-                result = await self._deliverer.run_pass(
-                    now=now, budget=DELIVER_BUDGET_SECONDS, stop=self.stop
-                )
-                await record_heartbeat(
-                    self.services, tick, now=now, result=result, worker_id=self.name
-                )
-                if result.get("given_back"):
-                    await self._notify()
-            except Exception:
-                log.exception("tick pass failed", extra={"tick": tick.name})
-            if await self._pause(tick.every_seconds, self._wake):
-                # Let the rest of a burst of notifications arrive: one pass for all of them.
-                await self._pause(DEBOUNCE_SECONDS)
-                self._wake.clear()
+        """Pass after pass. A pass whose budget ended its claims may leave rows due: the
+        next begins at once, claiming while the last one's sends end (a slow destination's
+        sends never hold up the claims for the others). Otherwise the next waits for a
+        notification or the tick."""
+        passes: set[asyncio.Task[None]] = set()
+        try:
+            while not self.stop.is_set():
+                more_due: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+                current = asyncio.create_task(self._deliver_pass(tick, more_due))
+                passes.add(current)
+                current.add_done_callback(passes.discard)
+                ended: set[asyncio.Future[Any]] = {current, more_due}
+                await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+                if more_due.done() and more_due.result():
+                    continue
+                await current
+                if await self._pause(tick.every_seconds, self._wake):
+                    # Let the rest of a burst of notifications arrive: one pass for all.
+                    await self._pause(DEBOUNCE_SECONDS)
+                    self._wake.clear()
+        finally:
+            await asyncio.gather(*passes, return_exceptions=True)
+
+    async def _deliver_pass(self, tick: Tick, more_due: asyncio.Future[bool]) -> None:
+        """One deliver pass and its heartbeat; `more_due` is set when its claims end."""
+
+        def claims_ended(more: bool) -> None:
+            if not more_due.done():
+                more_due.set_result(more)
+
+        now = utcnow()
+        try:
+            result = await self._deliverer.run_pass(
+                now=now,
+                budget=self.deliver_budget,
+                stop=self.stop,
+                claims_ended=claims_ended,
+            )
+            await record_heartbeat(self.services, tick, now=now, result=result, worker_id=self.name)
+            if result.get("given_back"):
+                await self._notify()
+        except Exception:
+            log.exception("tick pass failed", extra={"tick": tick.name})
 
     async def _scheduled(self, tick: Tick) -> None:
         """A pass of `tick` on its schedule; a pass under way when `stop` is set gets the

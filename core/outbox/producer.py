@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from core.outbox import store
@@ -35,17 +36,18 @@ class Producer:
         # Done once the pass is told to stop (`PassState.stop`).
         self._stopped: asyncio.Future[Any]
 
-    async def run(self, deadline: float) -> None:
+    async def run(self, deadline: float, claims_ended: Callable[[bool], None]) -> None:
         """Claim and send until nothing is due, the budget (ending at the monotonic
         `deadline`) leaves no room for another send or the pass is told to stop, then see
-        the sends in flight out."""
+        the sends in flight out. `claims_ended` is called once the last claim is made, with
+        whether rows may still be due (the budget ended the claims, not an empty claim)."""
         self._stopped = asyncio.ensure_future(self._state.stop.wait())
         try:
-            await self._run(deadline)
+            await self._run(deadline, claims_ended)
         finally:
             self._stopped.cancel()
 
-    async def _run(self, deadline: float) -> None:
+    async def _run(self, deadline: float, claims_ended: Callable[[bool], None]) -> None:
         state, tasks = self._state, self._tasks
         opts = state.options
         # Claimed ahead of the sends, and claimed in groups of at least `concurrency` (a claim
@@ -54,6 +56,7 @@ class Producer:
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
         first = True
+        more_due = True
         while not state.stop.is_set() and (
             first or deadline - time.monotonic() > opts.timeout + opts.margin
         ):
@@ -76,6 +79,7 @@ class Producer:
                 )
             state.stats["claimed"] += len(claims)
             if not claims and not sending:
+                more_due = False
                 break
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
@@ -90,6 +94,7 @@ class Producer:
                 await self._pause(CLAIM_PAUSE)
                 if not claims and tasks:
                     await self._wait(timeout=POLL - CLAIM_PAUSE)
+        claims_ended(more_due and not state.stop.is_set())
         if tasks and not state.stop.is_set():
             # Until every send has ended, the pass is told to stop, or a strict budget ends.
             timeout = max(deadline - time.monotonic(), 0) if opts.strict_budget else None

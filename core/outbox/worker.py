@@ -65,7 +65,7 @@ class PassState:
     stats: Counter[str]
     completer: Completer
     breaker: Breaker
-    # Sends in flight, all destinations together.
+    # Sends in flight, all destinations and overlapping passes together.
     sends: asyncio.Semaphore
     # Set to stop the pass early (a worker shutting down): no new claims or sends.
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -92,16 +92,28 @@ class Deliverer:
         self.resolver = resolver
         self._http = http
         self._rng = rng or random.Random()
+        # Sends in flight in this process, every pass together: passes overlap when the
+        # next begins while the last one's sends end.
+        self._sends: asyncio.Semaphore | None = None
 
     async def run_pass(
-        self, *, now: datetime, budget: float, stop: asyncio.Event | None = None
+        self,
+        *,
+        now: datetime,
+        budget: float,
+        stop: asyncio.Event | None = None,
+        claims_ended: Callable[[bool], None] = lambda _more_due: None,
     ) -> dict[str, Any]:
         """Drain due deliveries for at most `budget` seconds; return what happened.
 
-        Once `stop` is set the pass claims nothing more, gives back at once the claims whose
-        send has not begun, lets the sends under way finish for up to `options.drain`
-        seconds and gives back the rest (their attempts unspent).
+        `claims_ended` is called once the pass makes no more claims, with whether rows may
+        still be due (its budget ended the claims): the next pass can begin then, while
+        this one's sends end. Once `stop` is set the pass claims nothing more, gives back at
+        once the claims whose send has not begun, lets the sends under way finish for up to
+        `options.drain` seconds and gives back the rest (their attempts unspent).
         """
+        if self._sends is None:
+            self._sends = asyncio.Semaphore(self.options.concurrency)
         started = time.monotonic()
         deadline = started + budget
         db = self.services.db
@@ -122,12 +134,12 @@ class Deliverer:
             stats=stats,
             completer=Completer(db),
             breaker=Breaker(db, stats, clock),
-            sends=asyncio.Semaphore(self.options.concurrency),
+            sends=self._sends,
             stop=stop or asyncio.Event(),
         )
         producer = Producer(state)
         try:
-            await producer.run(deadline)
+            await producer.run(deadline, claims_ended)
         finally:
             # Cancelled (a shutdown): the sends in flight stop too; their claims expire and
             # another pass takes them.

@@ -141,19 +141,19 @@ VALUES ('sub_pgb' || :client_id || '_' || :n || '_' || txid_current(), '{org}', 
       "consent": "yes", "source": "bench"}}',
     '{{"origin": null}}', '\\\\x00', '\\\\x01', now(), now() + interval '90 days');
 INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-    channel, max_attempts, payload, target, template, secret_version)
+    channel, max_attempts, payload, target, template, secret_version, next_attempt_at)
 VALUES ('dlv_pgb1_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
     'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
     '{route1}', '{dst1}', 'webhook', 10,
     '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
-    '{{"url": "https://hooks.example.com/a"}}', NULL, 1);
+    '{{"url": "https://hooks.example.com/a"}}', NULL, 1, now() + interval '1 year');
 INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-    channel, max_attempts, payload, target, template, secret_version)
+    channel, max_attempts, payload, target, template, secret_version, next_attempt_at)
 VALUES ('dlv_pgb2_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
     'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
     '{route2}', '{dst2}', 'webhook', 10,
     '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
-    '{{"url": "https://hooks.example.com/b"}}', NULL, 1);
+    '{{"url": "https://hooks.example.com/b"}}', NULL, 1, now() + interval '1 year');
 INSERT INTO events (organization_id, type, subject_id, data)
 VALUES ('{org}', 'submission.received',
     'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(), '{{"status": "accepted"}}');
@@ -317,6 +317,36 @@ def transactions(url: str) -> int:
     return int(row[0])
 
 
+def unsent(url: str) -> tuple[int, int]:
+    """Postbag's own deliveries (pgbench's are never due) not yet sent, and sent."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE status <> 'sent'),"
+            " count(*) FILTER (WHERE status = 'sent')"
+            " FROM deliveries WHERE id NOT LIKE 'dlv\\_pgb%%'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def drain(url: str, limit: float = 300) -> float:
+    """Seconds until every Postbag delivery is sent (the worker catching up after a run)."""
+    started = time.perf_counter()
+    while unsent(url)[0] and time.perf_counter() - started < limit:
+        time.sleep(0.1)
+    return time.perf_counter() - started
+
+
+def delivery_states(url: str) -> str:
+    """How many deliveries are in each state: with ticks, the worker has kept up when
+    almost all are `sent` once the last run ends."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT status, count(*) FROM deliveries GROUP BY status ORDER BY status"
+        ).fetchall()
+    return ", ".join(f"{status} {count}" for status, count in rows) or "none"
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -395,19 +425,29 @@ def main() -> int:
                 stderr=subprocess.DEVNULL,
             )
         path = f"/s/{ids['form']}"
+        delivering = args.with_ticks or args.worker_process
         drive(port, path, 4, 2)  # warm-up: pool, caches
+        if delivering:
+            drain(url)
         script = workdir / "submit.pgbench"
         script.write_text(PGBENCH_SCRIPT.format(**ids))
         results = []
         for concurrency in args.concurrency:
             cpu_before, machine_before = cpu_seconds(runner.pid), machine_cpu_seconds()
             postgres_before, xact_before = postgres_cpu_seconds(), transactions(url)
+            sent_before = unsent(url)[1] if delivering else 0
             ours = drive(port, path, concurrency, args.duration)
             requests = ours["rps"] * args.duration
             ours["cpu_ms"] = (cpu_seconds(runner.pid) - cpu_before) / requests * 1000
             ours["postgres_ms"] = (postgres_cpu_seconds() - postgres_before) / requests * 1000
             ours["xact"] = (transactions(url) - xact_before) / requests
             ours["machine_ms"] = (machine_cpu_seconds() - machine_before) / requests * 1000
+            if delivering:
+                left, sent = unsent(url)
+                ours["sent_in_run"] = (sent - sent_before) / args.duration
+                ours["left"] = left
+                ours["drain_s"] = drain(url)
+            # pgbench gets the machine once the worker has caught up, as Postbag had it.
             machine_before = machine_cpu_seconds()
             reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
             reference["machine_ms"] = (
@@ -428,6 +468,18 @@ def main() -> int:
                 f"{ours['rps'] / reference['rps']:>5.2f} | {ours['cpu_ms']:.2f} ms, "
                 f"{ours['machine_ms']:.2f} ms ({reference['machine_ms']:.2f} ms)"
             )
+        if delivering:
+            print(
+                "Deliveries (2 per submit): sent per second during the run, unsent when it "
+                "ended, seconds to send those, and submits per second counting that time:"
+            )
+            for concurrency, ours, reference in results:
+                sustained = ours["rps"] * args.duration / (args.duration + ours["drain_s"])
+                print(
+                    f"{concurrency:>4} | sent {ours['sent_in_run']:.0f}/s, {ours['left']:.0f} "
+                    f"unsent, drained in {ours['drain_s']:.1f} s | {sustained:.0f} submits/s "
+                    f"sustained, ratio {sustained / reference['rps']:.2f}"
+                )
         if not args.skip_million:
             empty = next((r[1] for r in results if r[0] == 16), results[0][1])
             seconds = load_million(url, ids)
@@ -445,6 +497,7 @@ def main() -> int:
                 f"{ours['xact']:.2f} transactions"
             )
         print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
+        print(f"deliveries at the end: {delivery_states(url)}")
     finally:
         receiver.terminate()
         if worker is not None:

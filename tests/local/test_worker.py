@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from datetime import timedelta
 
 import pytest
 
+from core.outbox.worker import WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from local.cli import build_parser
 from local.worker import Worker
-from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
-from tests.support.peers import hang, receiver
+from tests.support.builders import (
+    make_deliveries,
+    make_delivery,
+    make_form,
+    make_route_to,
+    setup_form,
+)
+from tests.support.peers import Answer, Request, hang, receiver
 from tests.support.records import rows
 
 
@@ -106,6 +114,65 @@ async def test_worker__stop_gives_back_waiting_claims_at_once_and_late_sends_aft
         ]
         * 3
     )
+
+
+async def test_worker__a_pass_ended_by_its_budget_is_followed_at_once(
+    services: Services, conn: Conn
+) -> None:
+    # Each pass claims one batch (its budget leaves no room for a second): five passes for
+    # the backlog, with no notification and far less than a tick (15 s) between them.
+    per_destination = WorkerOptions().per_destination
+    backlog = 5 * per_destination
+    worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
+    with receiver() as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(
+            conn, tenant, form, dst, rte, count=backlog, url=peer.url, due=utcnow()
+        )
+        task = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: len(peer.requests) == backlog, seconds=10)
+        finally:
+            await _stopped(worker, task)
+    [sent] = await rows(conn, "SELECT count(*) AS n FROM deliveries WHERE status = 'sent'")
+    assert sent == {"n": backlog}
+
+
+async def test_worker__sends_still_under_way_hold_up_no_later_claim(
+    services: Services, conn: Conn
+) -> None:
+    # The first pass's claims end with the slow destination's sends under way; a delivery
+    # to another destination that comes due then is sent while those still wait.
+    per_destination = WorkerOptions().per_destination
+    release = threading.Event()
+
+    def held(_r: Request) -> Answer:
+        release.wait(30)
+        return 200, {}, b"ok"
+
+    worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
+    with receiver(held) as slow, receiver() as fast:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        sdst, srte = await make_route_to(conn, tenant, form, config={"url": slow.url})
+        await make_deliveries(
+            conn, tenant, form, sdst, srte, count=3 * per_destination, url=slow.url, due=utcnow()
+        )
+        task = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: len(slow.requests) == per_destination)
+            other_form = await make_form(conn, tenant)
+            fdst, frte = await make_route_to(conn, tenant, other_form, config={"url": fast.url})
+            _, dlv = await make_delivery(
+                conn, tenant, other_form, fdst, frte, target={"url": fast.url}
+            )
+            await conn.execute("SELECT pg_notify('postbag_deliveries', %(id)s)", {"id": dlv})
+            await _wait_for(lambda: fast.requests)
+            assert len(slow.requests) == per_destination  # none of them answered yet
+        finally:
+            release.set()
+            await _stopped(worker, task)
+    assert [r.headers["webhook-id"] for r in fast.requests] == [dlv]
 
 
 @pytest.mark.parametrize(
