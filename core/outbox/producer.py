@@ -91,7 +91,7 @@ class Producer:
                 # destination's backlog, an answer frees a busy destination's room), and
                 # new ones come due: look again after a moment, or, with nothing claimed,
                 # once a send ends (within POLL).
-                await self._pause(CLAIM_PAUSE)
+                await self._settle(CLAIM_PAUSE)
                 if not claims and tasks:
                     await self._wait(timeout=POLL - CLAIM_PAUSE)
         claims_ended(more_due and not state.stop.is_set())
@@ -108,9 +108,30 @@ class Producer:
         if state.stop.is_set():
             await self._drain()
 
-    async def _pause(self, seconds: float) -> None:
-        """For `seconds`, or until the pass is told to stop."""
-        await asyncio.wait({self._stopped}, timeout=seconds)
+    async def _settle(self, seconds: float) -> None:
+        """Until half the sends in flight now have ended (their destinations' room is free
+        again), the pass is told to stop, or `seconds` have gone by."""
+        waiting = set(self._tasks)
+        needed = len(waiting) - len(waiting) // 2
+        settled = asyncio.get_running_loop().create_future()
+        ended = 0
+
+        def one_ended(_task: asyncio.Task[None]) -> None:
+            nonlocal ended
+            ended += 1
+            if ended >= needed and not settled.done():
+                settled.set_result(None)
+
+        for task in waiting:
+            task.add_done_callback(one_ended)
+        try:
+            await asyncio.wait(
+                {settled, self._stopped}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in waiting:
+                task.remove_done_callback(one_ended)
+            settled.cancel()
 
     async def _wait(self, *, timeout: float | None = None) -> None:
         """Until a send ends, the pass is told to stop, or `timeout` seconds have gone by."""
