@@ -131,6 +131,10 @@ class Worker:
                 await self._notify()
         except Exception:
             log.exception("tick pass failed", extra={"tick": tick.name})
+        if more_due.done() and more_due.result():
+            # Its last sends have ended: their destinations' room is free for the backlog
+            # this pass's budget left, which no pass under way may be claiming.
+            self._wake.set()
 
     async def _scheduled(self, tick: Tick) -> None:
         """A pass of `tick` on its schedule; a pass under way when `stop` is set gets the

@@ -139,6 +139,28 @@ async def test_worker__a_pass_ended_by_its_budget_is_followed_at_once(
     assert sent == {"n": backlog}
 
 
+async def test_worker__a_destination_s_room_freed_after_its_pass_is_claimed_at_once(
+    services: Services, conn: Conn
+) -> None:
+    # Every answer takes 1 s: the first pass's claims end with its 8 sends under way, the
+    # next finds the destination full and ends; once those 8 are answered, the rest of the
+    # backlog is claimed without waiting for a notification or the 15 s tick.
+    per_destination = WorkerOptions().per_destination
+    backlog = 2 * per_destination
+    worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
+    with receiver(hang(1)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(
+            conn, tenant, form, dst, rte, count=backlog, url=peer.url, due=utcnow()
+        )
+        task = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: len(peer.requests) == backlog, seconds=10)
+        finally:
+            await _stopped(worker, task)
+
+
 async def test_worker__sends_still_under_way_hold_up_no_later_claim(
     services: Services, conn: Conn
 ) -> None:
