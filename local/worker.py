@@ -35,8 +35,8 @@ CHANNEL = "postbag_deliveries"
 # submits costs one pass, not one per submit.
 DEBOUNCE_SECONDS = 0.05
 # A deliver pass's budget, as the cloud's tick and the local runner always had: it claims
-# for its first few seconds, sees its sends out and ends (a heartbeat). A pass keeps what
-# it claimed until it ends, so it stays short.
+# for its first few seconds, sees its sends out and ends (a heartbeat); the next pass may
+# claim while it does.
 DELIVER_BUDGET_SECONDS = 15.0
 GRACE_SECONDS = 10.0
 CONCURRENCY = WorkerOptions().concurrency
@@ -108,6 +108,10 @@ class Worker:
                     # Let the rest of a burst of notifications arrive: one pass for all.
                     await self._pause(DEBOUNCE_SECONDS)
                     self._wake.clear()
+        except asyncio.CancelledError:
+            for running in passes:
+                running.cancel()
+            raise
         finally:
             await asyncio.gather(*passes, return_exceptions=True)
 

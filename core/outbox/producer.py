@@ -51,8 +51,10 @@ class Producer:
         state, tasks = self._state, self._tasks
         opts = state.options
         # Claimed ahead of the sends, and claimed in groups of at least `concurrency` (a claim
-        # is one statement whatever its size) rather than a few rows as each send ends.
+        # is one statement whatever its size) rather than a few rows as each send ends. The
+        # window is the process's: it counts the claims of overlapping passes too.
         window = opts.concurrency * 4
+        claimed = state.claimed
         # New claims stop once a send started now might not finish within the budget; the
         # first batch is always taken, so a short budget still makes progress.
         first = True
@@ -61,9 +63,11 @@ class Producer:
             first or deadline - time.monotonic() > opts.timeout + opts.margin
         ):
             first = False
-            room = window - len(tasks)
-            if tasks and room < opts.concurrency:
-                await self._wait()
+            room = window - len(claimed)
+            if room < opts.concurrency:
+                # The process holds all the claims it may: none could be made by another pass
+                # either. Until one of them ends.
+                await self._wait(claimed)
                 continue
             # Sends in flight when the claim began: their destinations' room may have been
             # full for it, and may be free by the time it answers.
@@ -84,8 +88,10 @@ class Producer:
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
                 tasks.add(task)
+                claimed.add(task)
                 self._claim_of[task] = claim
                 task.add_done_callback(tasks.discard)
+                task.add_done_callback(claimed.discard)
             if len(claims) < asked and tasks:
                 # Sends in flight may make more rows due (a probe's success releases its
                 # destination's backlog, an answer frees a busy destination's room), and
@@ -93,7 +99,7 @@ class Producer:
                 # once a send ends (within POLL).
                 await self._settle(CLAIM_PAUSE)
                 if not claims and tasks:
-                    await self._wait(timeout=POLL - CLAIM_PAUSE)
+                    await self._wait(tasks, timeout=POLL - CLAIM_PAUSE)
         claims_ended(more_due and not state.stop.is_set())
         if tasks and not state.stop.is_set():
             # Until every send has ended, the pass is told to stop, or a strict budget ends.
@@ -133,10 +139,11 @@ class Producer:
                 task.remove_done_callback(one_ended)
             settled.cancel()
 
-    async def _wait(self, *, timeout: float | None = None) -> None:
-        """Until a send ends, the pass is told to stop, or `timeout` seconds have gone by."""
+    async def _wait(self, sends: set[asyncio.Task[None]], *, timeout: float | None = None) -> None:
+        """Until one of `sends` ends, the pass is told to stop, or `timeout` seconds have
+        gone by."""
         await asyncio.wait(
-            {*self._tasks, self._stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            {*sends, self._stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
         )
 
     async def _drain(self) -> None:

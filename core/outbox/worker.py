@@ -67,6 +67,8 @@ class PassState:
     breaker: Breaker
     # Sends in flight, all destinations and overlapping passes together.
     sends: asyncio.Semaphore
+    # The process's claims not yet ended, overlapping passes together (the claim window).
+    claimed: set[asyncio.Task[None]]
     # Set to stop the pass early (a worker shutting down): no new claims or sends.
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     # Claims whose send has begun (the others can be given back without a duplicate).
@@ -92,9 +94,10 @@ class Deliverer:
         self.resolver = resolver
         self._http = http
         self._rng = rng or random.Random()
-        # Sends in flight in this process, every pass together: passes overlap when the
-        # next begins while the last one's sends end.
+        # Sends in flight and claims not yet ended in this process, every pass together:
+        # passes overlap when the next begins while the last one's sends end.
         self._sends: asyncio.Semaphore | None = None
+        self._claimed: set[asyncio.Task[None]] = set()
 
     async def run_pass(
         self,
@@ -135,6 +138,7 @@ class Deliverer:
             completer=Completer(db),
             breaker=Breaker(db, stats, clock),
             sends=self._sends,
+            claimed=self._claimed,
             stop=stop or asyncio.Event(),
         )
         producer = Producer(state)

@@ -22,8 +22,12 @@ SELECT
         AND delete_attempts >= %(max_delete_attempts)s) AS stuck_deletions
 
 -- name: record_heartbeat
--- Record that a worker finished a pass of a tick.
+-- Record that a worker finished a pass of a tick (started at `now`). A worker's deliver
+-- passes overlap and may end out of order: the beat never moves back, and the last pass
+-- is the one that started last.
 INSERT INTO worker_heartbeats (worker_id, tick, last_beat_at, last_pass)
 VALUES (%(worker_id)s, %(tick)s, %(now)s, %(last_pass)s)
 ON CONFLICT (worker_id, tick) DO UPDATE
-   SET last_beat_at = EXCLUDED.last_beat_at, last_pass = EXCLUDED.last_pass
+   SET last_beat_at = greatest(worker_heartbeats.last_beat_at, EXCLUDED.last_beat_at),
+       last_pass = CASE WHEN EXCLUDED.last_beat_at >= worker_heartbeats.last_beat_at
+                        THEN EXCLUDED.last_pass ELSE worker_heartbeats.last_pass END

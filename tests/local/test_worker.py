@@ -161,6 +161,58 @@ async def test_worker__a_destination_s_room_freed_after_its_pass_is_claimed_at_o
             await _stopped(worker, task)
 
 
+async def test_worker__overlapping_passes_share_one_claim_window(
+    services: Services, conn: Conn
+) -> None:
+    # One send at a time (a window of 4 claims), every answer held: passes that follow one
+    # another while the window is full claim nothing more than the first one did.
+    release = threading.Event()
+
+    def held(_r: Request) -> Answer:
+        release.wait(30)
+        return 200, {}, b"ok"
+
+    worker = Worker(
+        services, name="worker@test", ticks=["deliver"], concurrency=1, deliver_budget=0.5
+    )
+    with receiver(held) as peer:
+        tenant, _ = await setup_form(conn, plan="self_hosted", routes=0)
+        for _ in range(12):
+            other = await make_form(conn, tenant)
+            dst, rte = await make_route_to(conn, tenant, other, config={"url": peer.url})
+            await make_deliveries(
+                conn, tenant, other, dst, rte, count=2, url=peer.url, due=utcnow()
+            )
+        task = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: peer.requests)
+            await asyncio.sleep(1.5)  # three passes' budgets
+            [sending] = await rows(
+                conn, "SELECT count(*) AS n FROM deliveries WHERE status = 'sending'"
+            )
+        finally:
+            release.set()
+            await _stopped(worker, task)
+    assert sending == {"n": 4}
+
+
+async def test_worker__cancelled_it_stops_every_pass_under_way(
+    services: Services, conn: Conn
+) -> None:
+    # A cancelled worker (not stopped: no grace) leaves no pass behind waiting out its
+    # 20 s sends; their claims expire and another pass takes them.
+    worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
+    with receiver(hang(20)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=3, url=peer.url, due=utcnow())
+        task = asyncio.create_task(worker.run())
+        await _wait_for(lambda: len(peer.requests) == 3)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+    assert done == {task} and task.cancelled()
+
+
 async def test_worker__sends_still_under_way_hold_up_no_later_claim(
     services: Services, conn: Conn
 ) -> None:

@@ -112,6 +112,25 @@ async def test_health__counts_live_delivery_workers_each_by_its_name(services: S
     assert body["worker_heartbeat_age_seconds"] < 60
 
 
+async def test_health__a_pass_ending_after_a_later_one_moves_no_beat_back(
+    services: Services, conn: Conn
+) -> None:
+    # A worker's deliver passes overlap: one that started ten minutes ago ends after the
+    # one that started now, and the worker still counts as live.
+    now = datetime.now(UTC)
+    deliver = TICKS["deliver"]
+    await record_heartbeat(services, deliver, now=now, result={"sent": 1}, worker_id="w@a:1")
+    await record_heartbeat(
+        services, deliver, now=now - timedelta(minutes=10), result={"sent": 2}, worker_id="w@a:1"
+    )
+    async with _client(services) as client:
+        body = (await client.get("/health")).json()
+    assert (body["status"], body["live_workers"]) == ("ok", 1)
+    assert body["worker_heartbeat_age_seconds"] < 60
+    cur = await conn.execute("SELECT last_pass FROM worker_heartbeats")
+    assert await cur.fetchall() == [{"last_pass": {"sent": 1}}]
+
+
 async def test_health__names_the_worker_this_replica_runs(services: Services) -> None:
     async with _client(replace(services, worker="dev@here:1"), api=True) as client:
         body = (await client.get("/health")).json()
