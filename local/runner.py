@@ -44,6 +44,21 @@ def combined_app(services: Services, *, local: bool = True) -> ASGIApp:
     return app
 
 
+# Allocations between two collections of the youngest generation (Python's default: 700).
+# A request allocates thousands of short-lived objects, nearly all freed by reference
+# counting: collecting every 700 of them cost about 5 % of a submit's CPU; every 20,000,
+# about 3 % less CPU per submit and a lower p99, for a few MB at most.
+YOUNG_COLLECTION_THRESHOLD = 20_000
+
+
+def settle_heap() -> None:
+    """Once a serving process is built: everything built so far (modules, apps, pool) lives
+    as long as the process, so keep it out of the collector's scans (their full passes over
+    it were the p99 of a submit), and collect the young generation less often."""
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, 20, 20)
+
+
 async def serve(services: Services, *, host: str, port: int, ticks: bool = True) -> None:
     """Serve HTTP (and run the ticks, unless `ticks` is off) until SIGINT/SIGTERM, then
     stop the worker as `postbag worker` stops and close the pools.
@@ -68,9 +83,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         access_log=False,
     )
     server = uvicorn.Server(config)
-    # Everything built so far (modules, apps, pool) lives as long as the process: keep it
-    # out of the collector's scans, whose full passes over it were the p99 of a submit.
-    gc.freeze()
+    settle_heap()
     running = asyncio.create_task(worker.run()) if worker is not None else None
     try:
         await server.serve()

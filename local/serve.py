@@ -11,7 +11,6 @@ listening socket, lets requests in flight finish for up to GRACE_SECONDS, then e
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import signal
@@ -26,7 +25,7 @@ from core.platform.logs import configure_logging
 from core.platform.services import Services
 from core.platform.settings import production_settings
 from local.protocol import HeaderTimeoutProtocol
-from local.runner import combined_app
+from local.runner import combined_app, settle_heap
 from local.worker import positive
 
 # Requests in flight at SIGTERM get this long to finish; keep it under the orchestrator's
@@ -60,9 +59,7 @@ def create_app() -> Callable[[MutableMapping[str, Any], Receive, Send], Awaitabl
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                # Everything built so far lives as long as the process: keep it out of the
-                # collector's scans (see `local.runner.serve`).
-                gc.freeze()
+                settle_heap()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await close_shared_client()
