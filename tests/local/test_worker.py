@@ -18,13 +18,14 @@ from core.platform.services import Services
 from local.cli import build_parser
 from local.worker import Worker
 from tests.support.builders import (
+    Tenant,
     make_deliveries,
     make_delivery,
     make_form,
     make_route_to,
     setup_form,
 )
-from tests.support.peers import Answer, Request, hang, receiver
+from tests.support.peers import hang, held, receiver
 from tests.support.records import rows
 
 
@@ -39,6 +40,14 @@ async def _wait_for(predicate: object, seconds: float = 10) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+async def _backlog(conn: Conn, url: str, count: int) -> tuple[Tenant, str]:
+    """A form routed to `url`, with `count` deliveries due to it now."""
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    await make_deliveries(conn, tenant, form, dst, rte, count=count, url=url, due=utcnow())
+    return tenant, form
 
 
 async def test_worker__a_notification_wakes_it_before_the_tick(
@@ -125,11 +134,7 @@ async def test_worker__a_pass_ended_by_its_budget_is_followed_at_once(
     backlog = 5 * per_destination
     worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
     with receiver() as peer:
-        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
-        await make_deliveries(
-            conn, tenant, form, dst, rte, count=backlog, url=peer.url, due=utcnow()
-        )
+        await _backlog(conn, peer.url, backlog)
         task = asyncio.create_task(worker.run())
         try:
             await _wait_for(lambda: len(peer.requests) == backlog, seconds=10)
@@ -149,11 +154,7 @@ async def test_worker__a_destination_s_room_freed_after_its_pass_is_claimed_at_o
     backlog = 2 * per_destination
     worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
     with receiver(hang(1)) as peer:
-        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
-        await make_deliveries(
-            conn, tenant, form, dst, rte, count=backlog, url=peer.url, due=utcnow()
-        )
+        await _backlog(conn, peer.url, backlog)
         task = asyncio.create_task(worker.run())
         try:
             await _wait_for(lambda: len(peer.requests) == backlog, seconds=10)
@@ -167,15 +168,10 @@ async def test_worker__overlapping_passes_share_one_claim_window(
     # One send at a time (a window of 4 claims), every answer held: passes that follow one
     # another while the window is full claim nothing more than the first one did.
     release = threading.Event()
-
-    def held(_r: Request) -> Answer:
-        release.wait(30)
-        return 200, {}, b"ok"
-
     worker = Worker(
         services, name="worker@test", ticks=["deliver"], concurrency=1, deliver_budget=0.5
     )
-    with receiver(held) as peer:
+    with receiver(held(release)) as peer:
         tenant, _ = await setup_form(conn, plan="self_hosted", routes=0)
         for _ in range(12):
             other = await make_form(conn, tenant)
@@ -203,9 +199,7 @@ async def test_worker__cancelled_it_stops_every_pass_under_way(
     # 20 s sends; their claims expire and another pass takes them.
     worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
     with receiver(hang(20)) as peer:
-        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
-        await make_deliveries(conn, tenant, form, dst, rte, count=3, url=peer.url, due=utcnow())
+        await _backlog(conn, peer.url, 3)
         task = asyncio.create_task(worker.run())
         await _wait_for(lambda: len(peer.requests) == 3)
         task.cancel()
@@ -220,18 +214,9 @@ async def test_worker__sends_still_under_way_hold_up_no_later_claim(
     # to another destination that comes due then is sent while those still wait.
     per_destination = WorkerOptions().per_destination
     release = threading.Event()
-
-    def held(_r: Request) -> Answer:
-        release.wait(30)
-        return 200, {}, b"ok"
-
     worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
-    with receiver(held) as slow, receiver() as fast:
-        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
-        sdst, srte = await make_route_to(conn, tenant, form, config={"url": slow.url})
-        await make_deliveries(
-            conn, tenant, form, sdst, srte, count=3 * per_destination, url=slow.url, due=utcnow()
-        )
+    with receiver(held(release)) as slow, receiver() as fast:
+        tenant, _ = await _backlog(conn, slow.url, 3 * per_destination)
         task = asyncio.create_task(worker.run())
         try:
             await _wait_for(lambda: len(slow.requests) == per_destination)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -24,22 +23,12 @@ from tests.support.builders import (
     make_route_to,
     setup_form,
 )
-from tests.support.peers import Answer, Request, receiver
+from tests.support.peers import Answer, Request, held, receiver
 from tests.support.records import rows
 
 BACKLOG = 150
 # `postbag tick deliver` sends at most this many to one destination at once.
 PER_DESTINATION = WorkerOptions().per_destination
-
-
-def _held(release: threading.Event, seconds: float) -> Callable[[Request], Answer]:
-    """A receiver that answers after `seconds`, or as soon as `release` is set."""
-
-    def respond(_r: Request) -> Answer:
-        release.wait(seconds)
-        return 200, {}, b"ok"
-
-    return respond
 
 
 @pytest.mark.slow
@@ -48,7 +37,7 @@ async def test_fair__a_slow_destination_delays_no_other_tenant_nor_sibling(
     db_url: str, conn: Conn, seconds: float
 ) -> None:
     release = threading.Event()
-    with receiver(_held(release, seconds)) as slow, receiver() as fast:
+    with receiver(held(release, seconds)) as slow, receiver() as fast:
         tenant, form = await setup_form(conn, name="A", plan="self_hosted", routes=0)
         sdst, srte = await make_route_to(conn, tenant, form, config={"url": slow.url})
         await make_deliveries(

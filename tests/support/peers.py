@@ -56,6 +56,16 @@ def hang(seconds: float, code: int = 200) -> Callable[[Request], Answer]:
     return respond
 
 
+def held(release: threading.Event, seconds: float = 30) -> Callable[[Request], Answer]:
+    """Answers 200 after `seconds`, or as soon as `release` is set."""
+
+    def respond(_r: Request) -> Answer:
+        release.wait(seconds)
+        return 200, {}, b"ok"
+
+    return respond
+
+
 @contextmanager
 def receiver(
     respond: Callable[[Request], Answer] | None = None, *, tls: ssl.SSLContext | None = None
