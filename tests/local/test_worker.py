@@ -125,15 +125,21 @@ async def test_worker__stop_gives_back_waiting_claims_at_once_and_late_sends_aft
     )
 
 
-async def test_worker__a_pass_ended_by_its_budget_is_followed_at_once(
-    services: Services, conn: Conn
+@pytest.mark.parametrize(
+    ("answer", "passes"),
+    [(None, 5), (1.0, 2)],
+    ids=["fast: each pass follows the last at once", "1 s: freed room is claimed at once"],
+)
+async def test_worker__a_backlog_of_several_passes_waits_for_no_tick(
+    services: Services, conn: Conn, answer: float | None, passes: int
 ) -> None:
-    # Each pass claims one batch (its budget leaves no room for a second): five passes for
-    # the backlog, with no notification and far less than a tick (15 s) between them.
-    per_destination = WorkerOptions().per_destination
-    backlog = 5 * per_destination
+    # Each pass claims one batch (its budget leaves no room for a second), at most the
+    # destination's 8 sends. With fast answers the next pass follows at once; with 1 s
+    # answers the next finds the destination full and ends, and once those 8 are answered
+    # the rest is claimed. No notification, and far less than a tick (15 s) in all.
+    backlog = passes * WorkerOptions().per_destination
     worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
-    with receiver() as peer:
+    with receiver() if answer is None else receiver(hang(answer)) as peer:
         await _backlog(conn, peer.url, backlog)
         task = asyncio.create_task(worker.run())
         try:
@@ -142,24 +148,6 @@ async def test_worker__a_pass_ended_by_its_budget_is_followed_at_once(
             await _stopped(worker, task)
     [sent] = await rows(conn, "SELECT count(*) AS n FROM deliveries WHERE status = 'sent'")
     assert sent == {"n": backlog}
-
-
-async def test_worker__a_destination_s_room_freed_after_its_pass_is_claimed_at_once(
-    services: Services, conn: Conn
-) -> None:
-    # Every answer takes 1 s: the first pass's claims end with its 8 sends under way, the
-    # next finds the destination full and ends; once those 8 are answered, the rest of the
-    # backlog is claimed without waiting for a notification or the 15 s tick.
-    per_destination = WorkerOptions().per_destination
-    backlog = 2 * per_destination
-    worker = Worker(services, name="worker@test", ticks=["deliver"], deliver_budget=0.5)
-    with receiver(hang(1)) as peer:
-        await _backlog(conn, peer.url, backlog)
-        task = asyncio.create_task(worker.run())
-        try:
-            await _wait_for(lambda: len(peer.requests) == backlog, seconds=10)
-        finally:
-            await _stopped(worker, task)
 
 
 async def test_worker__overlapping_passes_share_one_claim_window(
