@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 
 # Seconds between claims while sends are in flight and nothing was due.
 POLL = 0.2
-# Once a claim found fewer due rows than it had room for, the least time before the next
-# (while sends are in flight): new rows come due with each submit, and a busy
-# destination's room frees as each of its sends ends, so claiming again at every send's
-# end would be a claim per row; after a moment, one claim takes what came due meanwhile.
-# The worker's wake-up waits as long after a notification (local/worker.py).
+# Once a claim found fewer due rows than it had room for, the most time before the next
+# (while sends are in flight), which comes sooner once half of those sends have ended: new
+# rows come due with each submit, and a busy destination's room frees as each of its sends
+# ends, so claiming again at every send's end would be a claim per row; once most of a
+# destination's sends are answered, one claim refills its room with what came due
+# meanwhile. The worker's wake-up waits as long after a notification (local/worker.py).
 CLAIM_PAUSE = 0.05
 
 
