@@ -263,6 +263,9 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         visitor.get_by_label("Message").fill("Cheap watches")
         visitor.evaluate("document.querySelector('[name=_gotcha]').value = 'x'")
         visitor.get_by_role("button", name="Send").click()
+        # Answered like any other (bots learn nothing). Closing the page while its post was
+        # in flight could cancel the post, or hang the close until the test's timeout.
+        expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
         visitor.close()
         page.goto(f"{app.url}/app")
         rows = page.locator("table.inbox tbody tr")
