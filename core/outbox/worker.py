@@ -96,7 +96,7 @@ class Deliverer:
         self._rng = rng or random.Random()
         # Sends in flight and claims not yet ended in this process, every pass together:
         # passes overlap when the next begins while the last one's sends end.
-        self._sends: asyncio.Semaphore | None = None
+        self._sends = asyncio.Semaphore(self.options.concurrency)
         self._claimed: set[asyncio.Task[None]] = set()
 
     async def run_pass(
@@ -115,8 +115,6 @@ class Deliverer:
         once the claims whose send has not begun, lets the sends under way finish for up to
         `options.drain` seconds and gives back the rest (their attempts unspent).
         """
-        if self._sends is None:
-            self._sends = asyncio.Semaphore(self.options.concurrency)
         started = time.monotonic()
         deadline = started + budget
         db = self.services.db
