@@ -4,10 +4,11 @@ Starts the local runner (`postbag dev --no-ticks`: the submit path alone, as the
 submit function runs it; `--with-ticks` also runs its delivery worker; `--worker-process`
 delivers from a `postbag worker` process beside it instead) against a fresh
 database, drives `POST /s/{form}` (urlencoded, 8 fields, a form with 2 webhook routes to a
-fast loopback receiver) from a separate process at several concurrencies for a fixed
-duration, and in the same run drives `pgbench` with a script doing the same SQL
-transaction (insert a submission, two deliveries, one event) at the same concurrencies.
-Prints requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner,
+fast loopback receiver) from a separate process at several concurrencies, and in the same
+run drives `pgbench` with a script doing the same SQL transaction (insert a submission, two
+deliveries, one event) at the same concurrencies: at each, `--rounds` rounds (3) of
+`--duration` seconds of Postbag, each followed by as long of pgbench, so that the machine's
+drifting speed weighs on both alike. Prints each round's ratio, then over all rounds requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner,
 whole machine) and the runner's peak RSS; then loads 1,000,000 submissions and measures
 Postbag again.
 
@@ -111,8 +112,8 @@ def _drive_process(
     out.send(asyncio.run(_drive(port, path, concurrency, duration)))
 
 
-def drive(port: int, path: str, concurrency: int, duration: float) -> dict[str, float]:
-    """Drive the runner from another process; requests/s and latency percentiles."""
+def drive(port: int, path: str, concurrency: int, duration: float) -> list[float]:
+    """Drive the runner from another process for `duration` seconds; each request's latency."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
     process = multiprocessing.Process(
         target=_drive_process, args=(port, path, concurrency, duration, sender)
@@ -120,8 +121,13 @@ def drive(port: int, path: str, concurrency: int, duration: float) -> dict[str, 
     process.start()
     latencies: list[float] = receiver.recv()
     process.join()
+    return latencies
+
+
+def summary(latencies: list[float], seconds: float) -> dict[str, float]:
+    """Requests (or transactions) per second over `seconds`, and latency percentiles."""
     return {
-        "rps": len(latencies) / duration,
+        "rps": len(latencies) / seconds,
         "p50_ms": _percentile(latencies, 0.50) * 1000,
         "p99_ms": _percentile(latencies, 0.99) * 1000,
     }
@@ -161,10 +167,9 @@ COMMIT;
 """
 
 
-def pgbench(
-    url: str, script: Path, concurrency: int, duration: int, logdir: Path
-) -> dict[str, float]:
-    """Run pgbench with the custom script; transactions/s and latency percentiles."""
+def pgbench(url: str, script: Path, concurrency: int, duration: int, logdir: Path) -> list[float]:
+    """Run pgbench with the custom script for `duration` seconds; each transaction's latency
+    (none when it failed three times)."""
     shutil.rmtree(logdir, ignore_errors=True)
     logdir.mkdir(parents=True)
     params = conninfo_to_dict(url)
@@ -198,24 +203,15 @@ def pgbench(
         print(f"pgbench -c {concurrency} failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
         time.sleep(5 * (attempt + 1))
     else:
-        return {"rps": float("nan"), "p50_ms": float("nan"), "p99_ms": float("nan")}
-    output = done.stdout
+        return []
+    # Every transaction is logged (-l): counted the way the load generator counts requests.
     latencies: list[float] = []
     for log in logdir.glob("pgbench*"):
         for line in log.read_text().splitlines():
             parts = line.split()
             if len(parts) >= 3:
                 latencies.append(int(parts[2]) / 1e6)
-    tps = next(
-        float(line.split("=")[1].split()[0])
-        for line in output.splitlines()
-        if line.startswith("tps")
-    )
-    return {
-        "rps": tps,
-        "p50_ms": _percentile(latencies, 0.50) * 1000,
-        "p99_ms": _percentile(latencies, 0.99) * 1000,
-    }
+    return latencies
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -355,6 +351,63 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def measure(
+    url: str,
+    port: int,
+    path: str,
+    script: Path,
+    workdir: Path,
+    runner_pid: int,
+    concurrency: int,
+    args: argparse.Namespace,
+    delivering: bool,
+) -> tuple[dict[str, float], dict[str, float], list[float]]:
+    """Postbag and pgbench at one concurrency, in `args.rounds` alternating rounds of
+    `args.duration` seconds each (the machine's speed drifts from one minute to the next:
+    alternating spreads the drift over both); their figures over all rounds, and each
+    round's ratio."""
+    latencies: list[float] = []
+    reference_latencies: list[float] = []
+    cpu = machine = postgres = xact = sent = left = drain_s = reference_machine = 0.0
+    rounds: list[float] = []
+    for _ in range(args.rounds):
+        cpu_before, machine_before = cpu_seconds(runner_pid), machine_cpu_seconds()
+        postgres_before, xact_before = postgres_cpu_seconds(), transactions(url)
+        sent_before = unsent(url)[1] if delivering else 0
+        these = drive(port, path, concurrency, args.duration)
+        cpu += cpu_seconds(runner_pid) - cpu_before
+        postgres += postgres_cpu_seconds() - postgres_before
+        xact += transactions(url) - xact_before
+        machine += machine_cpu_seconds() - machine_before
+        if delivering:
+            waiting, sent_now = unsent(url)
+            sent += sent_now - sent_before
+            left += waiting
+            drain_s += drain(url)
+        # pgbench gets the machine once the worker has caught up, as Postbag had it.
+        machine_before = machine_cpu_seconds()
+        theirs = pgbench(url, script, concurrency, args.duration, workdir / "logs")
+        reference_machine += machine_cpu_seconds() - machine_before
+        rounds.append(len(these) / max(len(theirs), 1))
+        latencies += these
+        reference_latencies += theirs
+    seconds = args.rounds * args.duration
+    requests = max(len(latencies), 1)
+    ours = summary(latencies, seconds) | {
+        "cpu_ms": cpu / requests * 1000,
+        "postgres_ms": postgres / requests * 1000,
+        "xact": xact / requests,
+        "machine_ms": machine / requests * 1000,
+        "sent_in_run": sent / seconds,
+        "left": left / args.rounds,
+        "drain_s": drain_s,
+    }
+    reference = summary(reference_latencies, seconds) | {
+        "machine_ms": reference_machine / max(len(reference_latencies), 1) * 1000
+    }
+    return ours, reference, rounds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -363,7 +416,13 @@ def main() -> int:
             "POSTBAG_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per round")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="alternating rounds of Postbag and pgbench at each concurrency",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--skip-million", action="store_true")
     parser.add_argument("--pool-max", type=int, default=10, help="POSTBAG_DB_POOL_MAX")
@@ -435,28 +494,16 @@ def main() -> int:
         script.write_text(PGBENCH_SCRIPT.format(**ids))
         results = []
         for concurrency in args.concurrency:
-            cpu_before, machine_before = cpu_seconds(runner.pid), machine_cpu_seconds()
-            postgres_before, xact_before = postgres_cpu_seconds(), transactions(url)
-            sent_before = unsent(url)[1] if delivering else 0
-            ours = drive(port, path, concurrency, args.duration)
-            requests = ours["rps"] * args.duration
-            ours["cpu_ms"] = (cpu_seconds(runner.pid) - cpu_before) / requests * 1000
-            ours["postgres_ms"] = (postgres_cpu_seconds() - postgres_before) / requests * 1000
-            ours["xact"] = (transactions(url) - xact_before) / requests
-            ours["machine_ms"] = (machine_cpu_seconds() - machine_before) / requests * 1000
-            if delivering:
-                left, sent = unsent(url)
-                ours["sent_in_run"] = (sent - sent_before) / args.duration
-                ours["left"] = left
-                ours["drain_s"] = drain(url)
-            # pgbench gets the machine once the worker has caught up, as Postbag had it.
-            machine_before = machine_cpu_seconds()
-            reference = pgbench(url, script, concurrency, args.duration, workdir / "logs")
-            reference["machine_ms"] = (
-                (machine_cpu_seconds() - machine_before) / (reference["rps"] * args.duration) * 1000
+            ours, reference, rounds = measure(
+                url, port, path, script, workdir, runner.pid, concurrency, args, delivering
             )
             results.append((concurrency, ours, reference))
-        print(f"cpus: {os.cpu_count()}, duration per run: {args.duration} s")
+            each = ", ".join(f"{ratio:.2f}" for ratio in rounds)
+            print(f"c{concurrency}: ratio in each round {each}", flush=True)
+        print(
+            f"cpus: {os.cpu_count()}, {args.rounds} rounds of {args.duration} s each "
+            "(Postbag, then pgbench)"
+        )
         print(
             f"{'conc':>4} | {'postbag req/s':>13} {'p50 ms':>7} {'p99 ms':>7} | "
             f"{'pgbench tx/s':>12} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5} | "
@@ -472,20 +519,21 @@ def main() -> int:
             )
         if delivering:
             print(
-                "Deliveries (2 per submit): sent per second during the run, unsent when it "
-                "ended, seconds to send those, and submits per second counting that time:"
+                "Deliveries (2 per submit): sent per second during the rounds, unsent when a "
+                "round ended, seconds to send those, and submits per second counting that time:"
             )
             for concurrency, ours, reference in results:
-                sustained = ours["rps"] * args.duration / (args.duration + ours["drain_s"])
+                seconds = args.rounds * args.duration
+                sustained = ours["rps"] * seconds / (seconds + ours["drain_s"])
                 print(
                     f"{concurrency:>4} | sent {ours['sent_in_run']:.0f}/s, {ours['left']:.0f} "
-                    f"unsent, drained in {ours['drain_s']:.1f} s | {sustained:.0f} submits/s "
-                    f"sustained, ratio {sustained / reference['rps']:.2f}"
+                    f"unsent a round, drained in {ours['drain_s']:.1f} s in all | "
+                    f"{sustained:.0f} submits/s sustained, ratio {sustained / reference['rps']:.2f}"
                 )
         if not args.skip_million:
             empty = next((r[1] for r in results if r[0] == 16), results[0][1])
             seconds = load_million(url, ids)
-            loaded = drive(port, path, 16, args.duration)
+            loaded = summary(drive(port, path, 16, args.duration), args.duration)
             print(
                 f"with 1,000,000 existing submissions (loaded in {seconds:.0f} s), "
                 f"concurrency 16: {loaded['rps']:.0f} req/s, p50 {loaded['p50_ms']:.2f} ms, "

@@ -104,3 +104,34 @@ async def test_webhook__seed_receiver_verifies_a_generated_secret_and_reads_the_
         ("ok", "I agree"),
     ]
     assert body["consent"] is True
+
+
+async def test_webhook__a_submitted_number_arrives_exactly_as_it_was_sent(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="self_hosted")
+    with receiver() as peer:
+        async with api_client(services) as api:
+            form = await create(api, acme, "/v1/forms", {"name": "Orders"})
+            hook = await create(
+                api,
+                acme,
+                "/v1/destinations",
+                {"type": "webhook", "name": "Hook", "config": {"url": peer.url + "/hook"}},
+            )
+            await create(
+                api, acme, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]}
+            )
+        async with submit_client(services) as client:
+            posted = await client.post(
+                f"/s/{form['id']}",
+                content=b'{"order": 123456789012345678901234567890, "total": 0.1, "count": -7}',
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+            )
+        assert posted.status_code == 201, posted.text
+        stats = await Deliverer(services).run_pass(now=utcnow(), budget=30)
+    assert stats["sent"] == 1
+    [request] = peer.requests
+    assert b'"values":{"order":123456789012345678901234567890,"total":0.1,"count":-7}' in (
+        request.body
+    )
