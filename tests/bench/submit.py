@@ -8,8 +8,9 @@ fast loopback receiver) from a separate process at several concurrencies, and in
 run drives `pgbench` with a script doing the same SQL transaction (insert a submission, two
 deliveries, one event) at the same concurrencies: at each, `--rounds` rounds (3) of
 `--duration` seconds of Postbag, each followed by as long of pgbench, so that the machine's
-drifting speed weighs on both alike. Prints each round's ratio, then over all rounds requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner,
-whole machine) and the runner's peak RSS; then loads 1,000,000 submissions and measures
+drifting speed weighs on both alike. Prints each round's ratio, then over all rounds
+requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner, whole
+machine) and the runner's peak RSS; then loads 1,000,000 submissions and measures
 Postbag again.
 
     .venv/bin/python tests/bench/submit.py \\
