@@ -18,7 +18,7 @@ from starlette.routing import Route
 from core.http import health, home
 from core.http.problems import install_problem_handlers, problem_for
 from core.intake.checks import origin_allowed
-from core.intake.form import Form, resolve_form
+from core.intake.form import Form, form_for_submit, resolve_form
 from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
@@ -230,7 +230,7 @@ async def submit(request: Request) -> Response:
     client = _client(request, services)
     form: Form | None = None
     try:
-        form = await resolve_form(services, form_id, client=client, now=now)
+        form = await form_for_submit(services, form_id, client=client, now=now)
         receipt = await run_submit(
             services,
             form,
@@ -250,6 +250,7 @@ async def submit(request: Request) -> Response:
         refusal = _refusal(request, form, exc)
         refusal.headers.update(_cors_headers(form, origin))
         return refusal
+    form = receipt.form or form
     response = _answer(request, form, receipt, _cors_headers(form, origin))
     if receipt.deliveries:
         response.background = BackgroundTask(notify_deliveries, services)

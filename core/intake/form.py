@@ -1,7 +1,21 @@
-"""The form a submit sees: resolved once per request, with its routes and counters."""
+"""The form a submit sees, with its routes and counters: read once per request, or kept
+from an earlier submit and confirmed by the insert itself.
+
+`resolve_form` reads the form (one round trip). `form_for_submit` keeps what it read, per
+database and form, for the forms whose submit path does nothing outside the database
+before the insert (no Turnstile secret, no file fields): their next submits skip the
+read. Such a form (`Form.kept`) carries the revision it was read at, and the insert stores
+nothing unless the form is still at that revision and the month's count still puts the
+submission on the side of the quota the submit assumed (`insert_submission`); otherwise
+the submit reads the form afresh and runs again. A kept form's client count is not read:
+the insert counts the client under its lock either way, and with no Turnstile call to
+spare a flood, the rate limit decides the same status there.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,6 +23,7 @@ from typing import Any
 
 from core.intake.visitor import client_hash
 from core.platform.clock import month_of
+from core.platform.db import Database
 from core.platform.errors import NotFound
 from core.platform.ids import is_id
 from core.platform.queries import queries
@@ -42,6 +57,42 @@ class Form:
     recent_from_client: int
     routes: list[dict[str, Any]]
     client_hash: bytes
+    revision: int
+    # Kept from an earlier submit: the insert confirms `revision` (see the module's doc).
+    kept: bool = False
+
+    @property
+    def keepable(self) -> bool:
+        """Whether later submits may use this form as read now: it takes submissions, and
+        nothing its submit path does before the insert reaches outside the database."""
+        return self.accepting and not self.turnstile_secret and not self.file_fields
+
+
+# Forms kept per database (a process has one; tests have several), at most KEPT_FORMS each.
+KEPT_FORMS = 1024
+_kept: weakref.WeakKeyDictionary[Database, dict[str, Form]] = weakref.WeakKeyDictionary()
+
+
+async def form_for_submit(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
+    """The form a `POST /s/{form}` uses: the one kept from an earlier submit when there is
+    one (the insert confirms it), else read now (and kept when it may be)."""
+    kept = _kept.get(services.db, {}).get(form_id)
+    if kept is not None:
+        hashed = client_hash(client, services.settings.require_secret_key())
+        return dataclasses.replace(kept, client_hash=hashed)
+    return await fresh_form(services, form_id, client=client, now=now)
+
+
+async def fresh_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
+    """The form read now, which replaces (or drops) the one kept for later submits."""
+    kept = _kept.setdefault(services.db, {})
+    kept.pop(form_id, None)
+    form = await resolve_form(services, form_id, client=client, now=now)
+    if form.keepable:
+        if len(kept) >= KEPT_FORMS:
+            del kept[next(iter(kept))]
+        kept[form_id] = dataclasses.replace(form, recent_from_client=0, kept=True)
+    return form
 
 
 async def resolve_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
@@ -79,4 +130,5 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         recent_from_client=row["recent_from_client"],
         routes=row["routes"],
         client_hash=hashed,
+        revision=row["revision"],
     )

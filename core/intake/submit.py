@@ -22,7 +22,7 @@ from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
 from core.intake.checks import Decision, decide_status, first_text, truthy
 from core.intake.files import store_files
-from core.intake.form import Form
+from core.intake.form import Form, fresh_form
 from core.intake.payload import (
     acknowledgement,
     request_meta,
@@ -74,6 +74,9 @@ class Receipt:
     flags: tuple[str, ...] = ()
     deliveries: int = 0
     is_json: bool = False
+    # The form the submission was stored under: the one passed in, or, when that one was
+    # kept from an earlier submit and has changed since, the form as read again.
+    form: Form | None = None
 
 
 async def submit(
@@ -173,6 +176,8 @@ async def _submit_parsed(
         "month": month_of(now),
         "counted": counted,
         "rate_checked": rate_checked,
+        "form_revision": form.revision if form.kept else None,
+        "quota": plan.monthly_submissions,
         "rate_limit_max": form.rate_limit_max,
         "rate_limit_seconds": form.rate_limit_per_seconds,
         "limited_flags": limited_flags,
@@ -180,6 +185,11 @@ async def _submit_parsed(
         "limited_events": Jsonb(submission_events(form, limited, limited_flags)),
     }
     row = await _insert(services, params)
+    if row["status"] == "stale":
+        # The kept form has changed since it was read (or the quota was crossed): read it
+        # now and decide again; a form read now is not checked again.
+        fresh = await fresh_form(services, form.id, client=request.client, now=now)
+        return await _submit_parsed(services, fresh, request, body, now=now)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json)
     if row["reason"] == limited.reason and decision.reason != limited.reason:
@@ -201,6 +211,7 @@ async def _submit_parsed(
         flags=tuple(flags),
         deliveries=row["deliveries"],
         is_json=body.is_json,
+        form=form,
     )
 
 
@@ -267,10 +278,22 @@ async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
     client's recent submissions and, without an idempotency key, looks for a repeat (see
     `insert_submission`).
     """
+    dead_connections = 0
     for _ in range(3):
         async with services.db.connection() as conn:
-            cur = await execute(conn, "insert_submission", params)
-            row = await cur.fetchone()
+            try:
+                cur = await execute(conn, "insert_submission", params)
+                row = await cur.fetchone()
+            except psycopg.OperationalError:
+                # A connection whose backend had died (killed, or the server restarted)
+                # before the pool's check could see it: once, on another. Safe even had
+                # the statement committed before the connection broke: run again, it finds
+                # the submission it stored (by its key, or as the same client's same
+                # payload within 60 s) and answers its receipt.
+                if not conn.broken or dead_connections:
+                    raise
+                dead_connections += 1
+                continue
         if row is not None:
             return row
         # A concurrent submit with the same key committed after this statement's snapshot

@@ -5,7 +5,7 @@
 SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
        f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
-       f.ack_email, o.plan,
+       f.ack_email, f.revision, o.plan,
        s.version AS schema_version, s.schema,
        coalesce((SELECT sum(u.submissions) FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
@@ -48,15 +48,30 @@ SELECT id, payload_hash
 -- acknowledgement email if one is due and under its daily cap, its events and the monthly
 -- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
--- prepared is stored instead (quarantined, rate_limited). Returns the new submission with
--- the status it got, or the previous one.
-WITH gate AS (
+-- prepared is stored instead (quarantined, rate_limited). With %(form_revision)s (the form
+-- came from the process's cache: core/intake/form.py), nothing is stored unless the form is
+-- still at that revision (0018) and its organization's month count still puts the
+-- submission on the side of the quota the caller assumed (%(held)s); the statement then
+-- answers one row with the status `stale`. Returns the new submission with the status it
+-- got, or the previous one.
+WITH fresh AS MATERIALIZED (
+    SELECT %(form_revision)s::bigint IS NULL OR EXISTS (
+        SELECT 1 FROM forms f
+         WHERE f.id = %(form_id)s AND f.deleted_at IS NULL
+           AND f.revision = %(form_revision)s::bigint
+           AND (%(quota)s::integer IS NULL OR NOT %(counted)s
+                OR (coalesce((SELECT sum(u.submissions) FROM usage_counters u
+                               WHERE u.organization_id = %(organization_id)s
+                                 AND u.month = %(month)s), 0) >= %(quota)s::integer)
+                   = %(held)s)) AS current
+), gate AS (
     SELECT g.recent, g.previous_id, g.previous_hash,
            %(rate_checked)s AND g.recent >= %(rate_limit_max)s AS limited
       FROM postbag_submit_gate(%(form_id)s, %(client_hash)s,
                                %(now)s - make_interval(secs => %(rate_limit_seconds)s::int),
                                %(rate_limit_max)s::int, %(idempotency_key)s::text IS NULL,
                                %(payload_hash)s, %(now)s - interval '60 seconds') g
+     WHERE (SELECT current FROM fresh)
 ), existing AS (
     -- At most one row: keys are unique per form, and key-less repeats within 60 s are
     -- folded into the first. With a key, the submission it produced (a concurrent one is
@@ -160,6 +175,9 @@ SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
   FROM submission s
 UNION ALL
 SELECT e.id, false, NULL, NULL, e.payload_hash, 0 FROM existing e
+UNION ALL
+SELECT NULL, false, 'stale', NULL, NULL, 0
+ WHERE NOT (SELECT current FROM fresh) AND NOT EXISTS (SELECT 1 FROM existing)
 
 -- name: insert_stored_objects
 -- Record storage keys before their bytes are written, so an orphan can always be found.
