@@ -288,19 +288,25 @@ def machine_cpu_seconds() -> float:
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def postgres_cpu_seconds() -> float:
-    """CPU time so far of every PostgreSQL process (backends and the server's own)."""
-    total = 0.0
+def postgres_cpu_seconds() -> dict[int, float]:
+    """CPU time so far of each PostgreSQL process (backends and the server's own), by pid."""
+    found: dict[int, float] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if not (entry / "cmdline").read_bytes().startswith(b"postgres"):
                 continue
-            total += cpu_seconds(int(entry.name))
+            found[int(entry.name)] = cpu_seconds(int(entry.name))
         except OSError:  # the process ended meanwhile
             continue
-    return total
+    return found
+
+
+def postgres_cpu_since(before: dict[int, float]) -> float:
+    """The CPU time PostgreSQL's processes used since `before`: of those alive now (one
+    that ended meanwhile, such as a pgbench client's backend, takes its time with it)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in postgres_cpu_seconds().items())
 
 
 def transactions(url: str) -> int:
@@ -377,7 +383,7 @@ def measure(
         sent_before = unsent(url)[1] if delivering else 0
         these = drive(port, path, concurrency, args.duration)
         cpu += cpu_seconds(runner_pid) - cpu_before
-        postgres += postgres_cpu_seconds() - postgres_before
+        postgres += postgres_cpu_since(postgres_before)
         xact += transactions(url) - xact_before
         machine += machine_cpu_seconds() - machine_before
         if delivering:
