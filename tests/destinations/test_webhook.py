@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import httpx
 from standardwebhooks import Webhook
 
 from core.outbox.worker import Deliverer
@@ -14,7 +16,7 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, create
-from tests.support.builders import make_tenant
+from tests.support.builders import Tenant, make_tenant
 from tests.support.peers import receiver
 from tests.support.submit import submit_client
 
@@ -36,6 +38,22 @@ def _seed_verifies(tmp_path: Path, secret: str, body: bytes, header: str) -> boo
     return {"true": True, "false": False}[done.stdout]
 
 
+async def _form_routed_to_hook(
+    api: httpx.AsyncClient, tenant: Tenant, peer_url: str, fields: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A form made with `fields` and a webhook destination to `peer_url`, routed, through
+    the API; both as it answered."""
+    form = await create(api, tenant, "/v1/forms", fields)
+    hook = await create(
+        api,
+        tenant,
+        "/v1/destinations",
+        {"type": "webhook", "name": "Hook", "config": {"url": peer_url + "/hook"}},
+    )
+    await create(api, tenant, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]})
+    return form, hook
+
+
 async def test_webhook__seed_receiver_verifies_a_generated_secret_and_reads_the_visitor_order(
     services: Services, conn: Conn, tmp_path: Path
 ) -> None:
@@ -43,17 +61,8 @@ async def test_webhook__seed_receiver_verifies_a_generated_secret_and_reads_the_
     labels = {"alpha": "Alpha", "ok": "I agree", "zeta": "Zeta", "mid": "Middle"}
     with receiver() as peer:
         async with api_client(services) as api:
-            form = await create(
-                api, acme, "/v1/forms", {"name": "Contact", "labels": labels, "consent_field": "ok"}
-            )
-            hook = await create(
-                api,
-                acme,
-                "/v1/destinations",
-                {"type": "webhook", "name": "Hook", "config": {"url": peer.url + "/hook"}},
-            )
-            await create(
-                api, acme, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]}
+            form, hook = await _form_routed_to_hook(
+                api, acme, peer.url, {"name": "Contact", "labels": labels, "consent_field": "ok"}
             )
             read_back = (await api.get(f"/v1/forms/{form['id']}", headers=acme.headers)).json()
         async with submit_client(services) as client:
@@ -112,16 +121,7 @@ async def test_webhook__a_submitted_number_arrives_exactly_as_it_was_sent(
     acme = await make_tenant(conn, plan="self_hosted")
     with receiver() as peer:
         async with api_client(services) as api:
-            form = await create(api, acme, "/v1/forms", {"name": "Orders"})
-            hook = await create(
-                api,
-                acme,
-                "/v1/destinations",
-                {"type": "webhook", "name": "Hook", "config": {"url": peer.url + "/hook"}},
-            )
-            await create(
-                api, acme, f"/v1/forms/{form['id']}/routes", {"destination_id": hook["id"]}
-            )
+            form, _ = await _form_routed_to_hook(api, acme, peer.url, {"name": "Orders"})
         async with submit_client(services) as client:
             posted = await client.post(
                 f"/s/{form['id']}",

@@ -38,27 +38,27 @@ async def _last(conn: Conn) -> dict[str, object]:
     return row
 
 
+async def _unrevised(conn: Conn, sql: str, *params: str) -> None:
+    """Run `sql` on forms with the trigger that moves the revision switched off."""
+    await conn.execute("ALTER TABLE forms DISABLE TRIGGER forms_revised")
+    try:
+        await conn.execute(sql, params)
+    finally:
+        await conn.execute("ALTER TABLE forms ENABLE TRIGGER forms_revised")
+
+
 async def test_kept_form__the_next_submit_uses_it_without_reading_the_form(
     services: Services, conn: Conn
 ) -> None:
     _, form = await setup_form(conn, redirect_url="https://site.example/thanks")
+    moved = "https://site.example/moved"
     async with submit_client(services) as client:
         first = await client.post(f"/s/{form}", data={"n": "1"})
-        # A change the revision does not see (its trigger off): only a submit that read
-        # the form again would see it.
-        await conn.execute("ALTER TABLE forms DISABLE TRIGGER forms_revised")
-        try:
-            await conn.execute(
-                "UPDATE forms SET redirect_url = 'https://site.example/moved' WHERE id = %s",
-                (form,),
-            )
-            second = await client.post(f"/s/{form}", data={"n": "2"})
-        finally:
-            await conn.execute("ALTER TABLE forms ENABLE TRIGGER forms_revised")
+        # A change the revision does not see: only a submit that read the form would.
+        await _unrevised(conn, "UPDATE forms SET redirect_url = %s WHERE id = %s", moved, form)
+        second = await client.post(f"/s/{form}", data={"n": "2"})
         # Any change through the normal path moves the revision: the next submit reads it.
-        await conn.execute(
-            "UPDATE forms SET redirect_url = 'https://site.example/moved' WHERE id = %s", (form,)
-        )
+        await conn.execute("UPDATE forms SET redirect_url = %s WHERE id = %s", (moved, form))
         third = await client.post(f"/s/{form}", data={"n": "3"})
     assert first.headers["location"].startswith("https://site.example/thanks")
     assert second.headers["location"].startswith("https://site.example/thanks")
@@ -180,12 +180,8 @@ async def test_kept_form__a_turnstile_form_is_read_on_every_submit(
     async with submit_client(services) as client:
         await _post(client, form, n="1")
         # Turnstile switched off behind the revision's back: only a fresh read sees it.
-        await conn.execute("ALTER TABLE forms DISABLE TRIGGER forms_revised")
-        try:
-            await conn.execute("UPDATE forms SET turnstile_secret = NULL WHERE id = %s", (form,))
-            second = await _post(client, form, n="2")
-        finally:
-            await conn.execute("ALTER TABLE forms ENABLE TRIGGER forms_revised")
+        await _unrevised(conn, "UPDATE forms SET turnstile_secret = NULL WHERE id = %s", form)
+        second = await _post(client, form, n="2")
     assert second.status_code == 201
     found = await rows(conn, "SELECT status, reason FROM submissions ORDER BY received_at, id")
     assert found == [
