@@ -218,7 +218,12 @@ def listen(args: argparse.Namespace, settings: Settings) -> int:
         log_config=None,
         access_log=False,
     )
-    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    try:
+        asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Ctrl-C before the server took over the signal (right after the line above):
+        # as clean a stop as one after.
+        pass
     return 0
 
 
