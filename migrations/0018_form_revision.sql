@@ -43,7 +43,10 @@ CREATE TRIGGER form_schemas_revise_form AFTER INSERT OR UPDATE OR DELETE ON form
 CREATE FUNCTION postbag_revise_forms_of_organization() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE forms SET revision = revision + 1 WHERE organization_id = NEW.id;
+    -- In id order, as every writer that locks several forms takes them.
+    UPDATE forms SET revision = revision + 1
+     WHERE id IN (SELECT id FROM forms WHERE organization_id = NEW.id
+                   ORDER BY id FOR NO KEY UPDATE);
     RETURN NULL;
 END
 $$;

@@ -93,6 +93,10 @@ async def submit(
 async def _submit_parsed(
     services: Services, form: Form, request: SubmitRequest, body: ParsedBody, *, now: datetime
 ) -> Receipt:
+    if form.kept and body.files:
+        # A kept form has no file fields; one may have been added since it was read, and
+        # the files are checked (and may be refused) before the insert could tell.
+        form = await fresh_form(services, form.id, client=request.client, now=now)
     fields = body.fields
     key = _idempotency_key(request, fields)
     reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
@@ -106,7 +110,7 @@ async def _submit_parsed(
         async with services.db.connection() as conn:
             previous = await _find_previous(conn, form, key, hashed, now)
         if previous is not None:
-            return _repeat(previous, hashed, body.is_json)
+            return _repeat(previous, hashed, body.is_json, form)
         raise FormClosed("this form is not taking submissions")
 
     decision = await decide_status(
@@ -133,7 +137,7 @@ async def _submit_parsed(
         async with services.db.connection() as conn:
             previous = await _find_previous(conn, form, key, hashed, now)
         if previous is not None:
-            return _repeat(previous, hashed, body.is_json)
+            return _repeat(previous, hashed, body.is_json, form)
     attachments = await store_files(services, form, submission_id, kept, now)
     meta = request_meta(
         origin=request.origin,
@@ -191,7 +195,7 @@ async def _submit_parsed(
         fresh = await fresh_form(services, form.id, client=request.client, now=now)
         return await _submit_parsed(services, fresh, request, body, now=now)
     if not row["created"]:
-        return _repeat(row, hashed, body.is_json)
+        return _repeat(row, hashed, body.is_json, form)
     if row["reason"] == limited.reason and decision.reason != limited.reason:
         flags = limited_flags
     log.info(
@@ -259,10 +263,12 @@ async def _find_previous(
     return await cur.fetchone()
 
 
-def _repeat(previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool) -> Receipt:
+def _repeat(
+    previous: Mapping[str, Any], hashed_payload: bytes, is_json: bool, form: Form
+) -> Receipt:
     if bytes(previous["payload_hash"]) != hashed_payload:
         raise IdempotencyConflict("this idempotency key was used with a different payload")
-    return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json)
+    return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json, form=form)
 
 
 def _ack_recipient(services: Services, ack: Mapping[str, Any] | None) -> bytes | None:

@@ -270,12 +270,12 @@ async def update_destination(
 async def delete_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
     """Remove a destination softly, with the routes to it; queued deliveries end `skipped`."""
     params = {"id": destination_id, "organization_id": scope.organization_id}
+    routed = {"destination_id": destination_id, "organization_id": scope.organization_id}
+    # The forms first, as a route's creation takes its form before its destination.
+    await conn.execute(queries["lock_destination_forms"], routed)
     if await (await conn.execute(queries["delete_destination"], params)).fetchone() is None:
         raise NotFound(f"no destination {destination_id}")
-    await conn.execute(
-        queries["delete_destination_routes"],
-        {"destination_id": destination_id, "organization_id": scope.organization_id},
-    )
+    await conn.execute(queries["delete_destination_routes"], routed)
 
 
 @scoped

@@ -162,6 +162,7 @@ async def update_route(
 ) -> dict[str, Any]:
     """Change what `patch` sets; the result must satisfy every rule of a new route."""
     params = {"id": route_id, "organization_id": scope.organization_id}
+    await conn.execute(queries["lock_route_form"], params)
     current = await (await conn.execute(queries["lock_route"], params)).fetchone()
     if current is None:
         raise NotFound(f"no route {route_id}")
@@ -182,5 +183,6 @@ async def update_route(
 async def delete_route(conn: Conn, scope: OrgScope, *, route_id: str) -> None:
     """Remove a route softly; deliveries already queued through it are kept."""
     params = {"id": route_id, "organization_id": scope.organization_id}
+    await conn.execute(queries["lock_route_form"], params)
     if await (await conn.execute(queries["delete_route"], params)).fetchone() is None:
         raise NotFound(f"no route {route_id}")

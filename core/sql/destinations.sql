@@ -58,6 +58,18 @@ UPDATE destinations SET deleted_at = now(), updated_at = now()
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 RETURNING id
 
+-- name: lock_destination_forms
+-- Lock the forms of a destination's live routes, in id order, before those routes are
+-- removed: each removal moves its form's revision (0018), and every writer takes a form
+-- before its routes.
+SELECT f.id
+  FROM forms f
+ WHERE f.id IN (SELECT r.form_id FROM routes r
+                 WHERE r.destination_id = %(destination_id)s
+                   AND r.organization_id = %(organization_id)s AND r.deleted_at IS NULL)
+ ORDER BY f.id
+   FOR NO KEY UPDATE
+
 -- name: delete_destination_routes
 -- Remove the live routes to a destination softly (the destination is being deleted).
 UPDATE routes SET deleted_at = now(), updated_at = now()

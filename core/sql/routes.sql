@@ -14,10 +14,22 @@ SELECT type FROM destinations
    FOR SHARE
 
 -- name: live_form_exists
--- Whether a form is live, locked against deletion while a route is made from it.
+-- Whether a form is live, locked against deletion while a route is made from it. Locked
+-- for an update, since the route's insert moves the form's revision (0018): two routes
+-- made at once from one form queue here rather than each wait for the other's share.
 SELECT id FROM forms
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
-   FOR SHARE
+   FOR NO KEY UPDATE
+
+-- name: lock_route_form
+-- Lock the form of a route before the route: a route's change moves its form's revision
+-- (0018), and a form's deletion locks the form before its routes, so every writer takes
+-- the form first and none waits on another in a cycle.
+SELECT f.id
+  FROM forms f
+  JOIN routes r ON r.form_id = f.id AND r.organization_id = f.organization_id
+ WHERE r.id = %(id)s AND r.organization_id = %(organization_id)s
+   FOR NO KEY UPDATE OF f
 
 -- name: list_form_routes
 -- One page of a live form's live routes, by id, after a cursor.

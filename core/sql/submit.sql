@@ -52,8 +52,8 @@ SELECT id, payload_hash
 -- came from the process's cache: core/intake/form.py), nothing is stored unless the form is
 -- still at that revision (0018) and its organization's month count still puts the
 -- submission on the side of the quota the caller assumed (%(held)s); the statement then
--- answers one row with the status `stale`. Returns the new submission with the status it
--- got, or the previous one.
+-- answers one row with the status `stale`, a repeat included (its answer uses the form).
+-- Returns the new submission with the status it got, or the previous one.
 WITH fresh AS MATERIALIZED (
     SELECT %(form_revision)s::bigint IS NULL OR EXISTS (
         SELECT 1 FROM forms f
@@ -175,9 +175,9 @@ SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
   FROM submission s
 UNION ALL
 SELECT e.id, false, NULL, NULL, e.payload_hash, 0 FROM existing e
+ WHERE (SELECT current FROM fresh)
 UNION ALL
-SELECT NULL, false, 'stale', NULL, NULL, 0
- WHERE NOT (SELECT current FROM fresh) AND NOT EXISTS (SELECT 1 FROM existing)
+SELECT NULL, false, 'stale', NULL, NULL, 0 WHERE NOT (SELECT current FROM fresh)
 
 -- name: insert_stored_objects
 -- Record storage keys before their bytes are written, so an orphan can always be found.

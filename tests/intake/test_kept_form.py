@@ -4,8 +4,10 @@ it, and any change to what the submit path reads takes effect on the very next s
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,13 +15,17 @@ import pytest
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from tests.support.api import api_client, create
 from tests.support.builders import (
     Tenant,
     add_schema,
     make_route_to,
+    make_tenant,
     setup_form,
 )
+from tests.support.files import pdf
 from tests.support.records import rows
+from tests.support.settings import built_services
 from tests.support.submit import submit_client
 
 JSON = {"Accept": "application/json"}
@@ -104,22 +110,24 @@ async def _spam_only_route(conn: Conn, tenant: Tenant, form: str) -> None:
     await conn.execute("UPDATE routes SET include_statuses = '{spam}' WHERE form_id = %s", (form,))
 
 
-async def _downgrade_plan_over_its_quota(conn: Conn, tenant: Tenant, form: str) -> None:
+async def _add_to_month(conn: Conn, tenant: Tenant, submissions: int) -> None:
+    """Other processes' submits: the month's count only, nothing about the form (on a
+    shard the first submit may have taken)."""
     await conn.execute(
-        "INSERT INTO usage_counters (organization_id, month, submissions) VALUES (%s, %s, 500)",
-        (tenant.org, utcnow().date().replace(day=1)),
+        "INSERT INTO usage_counters AS u (organization_id, month, shard, submissions) "
+        "VALUES (%s, %s, 0, %s) ON CONFLICT (organization_id, month, shard) "
+        "DO UPDATE SET submissions = u.submissions + excluded.submissions",
+        (tenant.org, utcnow().date().replace(day=1), submissions),
     )
+
+
+async def _downgrade_plan_over_its_quota(conn: Conn, tenant: Tenant, form: str) -> None:
+    await _add_to_month(conn, tenant, 500)
     await conn.execute("UPDATE organizations SET plan = 'free' WHERE id = %s", (tenant.org,))
 
 
 async def _cross_the_quota(conn: Conn, tenant: Tenant, form: str) -> None:
-    # Other processes' submits: the month's count only, nothing about the form.
-    await conn.execute(
-        "INSERT INTO usage_counters AS u (organization_id, month, shard, submissions) "
-        "VALUES (%s, %s, 7, 100) ON CONFLICT (organization_id, month, shard) "
-        "DO UPDATE SET submissions = u.submissions + 100",
-        (tenant.org, utcnow().date().replace(day=1)),
-    )
+    await _add_to_month(conn, tenant, 100)
 
 
 CHANGES: list[tuple[Change, str]] = [
@@ -223,3 +231,67 @@ async def test_kept_form__posts_racing_a_new_route_all_get_it_once_it_is_committ
     assert after, "no post started after the route was added"
     assert {counts[receipt] for receipt in after} == {2}
     assert {counts[receipt] for _, receipt in posted} <= {1, 2}
+
+
+async def test_kept_form__owner_writes_racing_on_one_form_all_succeed(
+    services: Services, conn: Conn
+) -> None:
+    # Each of these moves the form's revision (an update of its row) while holding other
+    # rows: they must queue on the form, never wait on each other in a cycle.
+    tenant = await make_tenant(conn, plan="pro")
+    async with api_client(services) as api:
+        form = await create(api, tenant, "/v1/forms", {"name": "Busy"})
+        hooks = [
+            await create(
+                api,
+                tenant,
+                "/v1/destinations",
+                {
+                    "type": "webhook",
+                    "name": f"Hook {n}",
+                    "config": {"url": f"https://h{n}.example"},
+                },
+            )
+            for n in range(6)
+        ]
+        first = await create(
+            api, tenant, f"/v1/forms/{form['id']}/routes", {"destination_id": hooks[0]["id"]}
+        )
+        answers = await asyncio.gather(
+            *(
+                api.post(
+                    f"/v1/forms/{form['id']}/routes",
+                    json={"destination_id": hook["id"]},
+                    headers=tenant.headers,
+                )
+                for hook in hooks[1:4]
+            ),
+            api.patch(f"/v1/routes/{first['id']}", json={"enabled": False}, headers=tenant.headers),
+            api.delete(f"/v1/destinations/{hooks[4]['id']}", headers=tenant.headers),
+            api.patch(f"/v1/forms/{form['id']}", json={"name": "Busier"}, headers=tenant.headers),
+        )
+    assert [a.status_code for a in answers] == [201, 201, 201, 200, 204, 200], [
+        a.text for a in answers
+    ]
+
+
+async def test_kept_form__a_file_field_added_since_takes_the_next_posts_file(
+    db_url: str, tmp_path: Path, conn: Conn, storage_url: str
+) -> None:
+    _, form = await setup_form(conn)
+    async with built_services(db_url, tmp_path, storage_url=storage_url) as services:
+        async with submit_client(services) as client:
+            assert (await _post(client, form, n="1")).status_code == 201  # kept: no files
+            await conn.execute(
+                "UPDATE forms SET file_fields = %s WHERE id = %s",
+                (json.dumps({"cv": {"types": [".pdf"], "required": True}}), form),
+            )
+            answer = await client.post(
+                f"/s/{form}",
+                data={"n": "2"},
+                files=[("cv", ("cv.pdf", pdf(), "application/pdf"))],
+                headers=JSON,
+            )
+    assert answer.status_code == 201, answer.text
+    [attachment] = await rows(conn, "SELECT submission_id, name FROM attachments")
+    assert attachment == {"submission_id": answer.json()["receipt"], "name": "cv.pdf"}
