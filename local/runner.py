@@ -14,6 +14,7 @@ from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.submit_app import create_submit_app
 from core.platform.services import Services
+from core.schemas.checker import close_schema_checker
 from core.ticks.registry import worker_name
 from local.protocol import HeaderTimeoutProtocol
 from local.worker import Worker, worker_services
@@ -93,4 +94,5 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
             await running
             await worker.services.db.close()
         await close_shared_client()
+        await close_schema_checker()
         await services.db.close()

@@ -24,6 +24,7 @@ from core.destinations.http import close_shared_client
 from core.platform.logs import configure_logging
 from core.platform.services import Services
 from core.platform.settings import production_settings
+from core.schemas.checker import close_schema_checker
 from local.protocol import HeaderTimeoutProtocol
 from local.runner import combined_app, settle_heap
 from local.worker import positive
@@ -63,6 +64,7 @@ def create_app() -> Callable[[MutableMapping[str, Any], Receive, Send], Awaitabl
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await close_shared_client()
+                await close_schema_checker()
                 await services.db.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

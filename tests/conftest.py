@@ -24,6 +24,7 @@ from core.destinations.http import close_shared_client
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.platform.services import Services
+from core.schemas.checker import close_schema_checker
 from tests.support.databases import create_database, database_url, drop_database
 from tests.support.settings import SENDER, built_services
 
@@ -92,13 +93,14 @@ async def conn(db_url: str) -> AsyncIterator[Conn]:
 
 @pytest.fixture(autouse=True)
 async def close_http() -> AsyncIterator[None]:
-    """Close the worker's shared HTTP client after each test.
+    """Close the worker's shared HTTP client and the schema checker's children after each test.
 
     The client belongs to the session's event loop, so without this one test's keep-alive
     connections would outlive its receiver; a test that sent nothing has none to close.
     """
     yield
     await close_shared_client()
+    await close_schema_checker()
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
-"""The status a submission is stored with (docs/submit.md), and how field values read as yes or no.
+"""The status a submission is stored with (docs/submit.md).
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
 rate limit, Turnstile, schema (`quarantined`). Later checks are skipped once one applies,
-so a bot costs no Turnstile call.
+so a bot costs no Turnstile call and no schema check. The schema check runs in the
+checker's child processes within a budget (`core.schemas.checker`): whatever it answers,
+the submission gets a status, never an error.
 """
 
 from __future__ import annotations
@@ -12,22 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.intake.form import Form
-from core.intake.schema import schema_errors
 from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
+from core.intake.values import first_text, truthy
 from core.platform.services import Services
-
-_FALSY = frozenset({"", "0", "false", "no", "off"})
-# What a ticked consent box (or a JSON client's consent value) sends.
-_CONSENT = frozenset({"on", "yes", "true", "1"})
+from core.schemas.checker import schema_checker
 
 
 @dataclass(slots=True)
 class Decision:
-    """The status the checks gave a submission, why, and any schema violations found."""
+    """The status the checks gave a submission, why, and the schema drift it showed: the
+    paths and keywords of the violations (`observe` records them on an accepted one)."""
 
     status: str = "accepted"
     reason: str | None = None
-    schema_errors: list[dict[str, str]] = field(default_factory=list)
+    drift: list[dict[str, str]] = field(default_factory=list)
 
 
 def _normal_origin(origin: str) -> str:
@@ -41,31 +41,6 @@ def origin_allowed(form: Form, origin: str | None) -> bool:
     if not origin:
         return False
     return _normal_origin(origin) in {_normal_origin(o) for o in form.allowed_origins}
-
-
-def truthy(value: Any) -> bool:
-    """Whether a field's value means yes (a honeypot filled in, `_test` set)."""
-    if isinstance(value, list):
-        return any(truthy(item) for item in value)
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSY
-    return bool(value)
-
-
-def consented(value: Any) -> bool:
-    """Whether a consent field's value is one ticked box (or a JSON client's `true`)."""
-    if isinstance(value, list):
-        return len(value) == 1 and consented(value[0])
-    if value is True or (isinstance(value, int) and not isinstance(value, bool) and value == 1):
-        return True
-    return isinstance(value, str) and value.strip().lower() in _CONSENT
-
-
-def first_text(value: Any) -> str | None:
-    """A field's text: the first of repeated values; None when empty or not text."""
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, str) and value else None
 
 
 async def decide_status(
@@ -93,8 +68,28 @@ async def decide_status(
         )
         if reason is not None:
             return Decision("quarantined", reason)
-    if form.schema_mode == "enforce" and form.schema is not None:
-        errors = schema_errors(form.schema, values)
-        if errors:
-            return Decision("quarantined", "schema_violation", errors)
-    return Decision()
+    return await schema_decision(form, values)
+
+
+async def schema_decision(form: Form, values: Mapping[str, Any]) -> Decision:
+    """What the form's schema says of `values`. `enforce` checks the owner's current schema
+    and quarantines what breaks it, or what could not be checked; `observe` accepts and
+    records drift against the owner's schema, or the latest suggestion when the owner has
+    written none."""
+    if form.schema is None or form.schema_mode == "off":
+        return Decision()
+    enforce = form.schema_mode == "enforce"
+    if enforce and form.schema_source != "manual":
+        return Decision()
+    verdict = await schema_checker().check(f"{form.id}:{form.schema_version}", form.schema, values)
+    if verdict.outcome == "valid":
+        return Decision()
+    if verdict.outcome == "invalid":
+        reason, drift = "schema_violation", verdict.errors
+    elif verdict.outcome == "unchecked":
+        reason, drift = "schema_unchecked", [{"path": "/", "keyword": "unchecked"}]
+    else:
+        reason, drift = "schema_error", [{"path": "/", "keyword": "schema_error"}]
+    if enforce:
+        return Decision("quarantined", reason, drift)
+    return Decision(drift=drift)

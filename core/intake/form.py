@@ -51,8 +51,11 @@ class Form:
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
     plan: str
+    # The schema the checks use: the owner's latest (`manual`), or without one the latest
+    # suggestion (`suggested`, which only `observe` reports drift against).
     schema_version: int | None
     schema: Mapping[str, Any] | None
+    schema_source: str | None
     month_submissions: int
     recent_from_client: int
     routes: list[dict[str, Any]]
@@ -81,6 +84,11 @@ async def form_for_submit(services: Services, form_id: str, *, client: str, now:
         hashed = client_hash(client, services.settings.require_secret_key())
         return dataclasses.replace(kept, client_hash=hashed)
     return await fresh_form(services, form_id, client=client, now=now)
+
+
+def forget_form(services: Services, form_id: str) -> None:
+    """Drop the form kept for later submits (a submit failed while using it)."""
+    _kept.get(services.db, {}).pop(form_id, None)
 
 
 async def fresh_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
@@ -126,6 +134,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         plan=row["plan"],
         schema_version=row["schema_version"],
         schema=row["schema"],
+        schema_source=row["schema_source"],
         month_submissions=row["month_submissions"],
         recent_from_client=row["recent_from_client"],
         routes=row["routes"],

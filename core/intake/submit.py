@@ -1,4 +1,4 @@
-"""The submit path (docs/submit.md): parse → checks → files to storage → one insert statement.
+"""The submit path (docs/submit.md): parse → checks → files to storage → plan → one insert.
 
 The HTTP layer resolves the form (`core.intake.form`), calls `submit`, answers, then wakes
 the worker (`core.intake.wakeup`). Every submission that reaches storage gets a status
@@ -12,30 +12,21 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from core.intake.attachments import check_files
 from core.intake.body import ParsedBody, UploadedFile, parse_body
-from core.intake.checks import Decision, decide_status, first_text, truthy
+from core.intake.checks import decide_status
 from core.intake.files import store_files
-from core.intake.form import Form, fresh_form
-from core.intake.payload import (
-    acknowledgement,
-    request_meta,
-    route_deliveries,
-    submission_events,
-    webhook_body,
-)
+from core.intake.form import Form, forget_form, fresh_form
+from core.intake.plan import RATE_LIMITED, Submitted, insert_params
 from core.intake.turnstile import TURNSTILE_FIELD
-from core.intake.visitor import recipient_hash
-from core.owner.plans import PLANS
-from core.platform.clock import month_of
+from core.intake.values import first_text, truthy
 from core.platform.db import Conn
-from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput
+from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput, PostbagError
 from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import execute, queries
@@ -44,9 +35,6 @@ from core.platform.services import Services
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
 MAX_IDEMPOTENCY_KEY = 255
-ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
-# The reasons decided before the rate limit (docs/submit.md: the checks' order).
-_BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,14 +85,46 @@ async def _submit_parsed(
         # A kept form has no file fields; one may have been added since it was read, and
         # the files are checked (and may be refused) before the insert could tell.
         form = await fresh_form(services, form.id, client=request.client, now=now)
+    key = _idempotency_key(request, body.fields)
+    hashed = payload_hash(body.fields, body.files)
+    while True:
+        try:
+            receipt = await _attempt(services, form, request, body, key, hashed, now=now)
+        except PostbagError:
+            raise
+        except Exception:
+            if not form.kept:
+                raise
+            # Whatever failed may come from the form as kept (a schema since fixed, a form
+            # since deleted): never again from this copy. Read it and run again.
+            log.exception("submit failed with a kept form; reading it again")
+            forget_form(services, form.id)
+            receipt = None
+        if receipt is not None:
+            return receipt
+        # The kept form has changed since it was read (or the quota was crossed): read it
+        # now and decide again. A form read now is never stale, so this runs at most twice.
+        form = await fresh_form(services, form.id, client=request.client, now=now)
+
+
+async def _attempt(
+    services: Services,
+    form: Form,
+    request: SubmitRequest,
+    body: ParsedBody,
+    key: str | None,
+    hashed: bytes,
+    *,
+    now: datetime,
+) -> Receipt | None:
+    """Check and store the submission with `form` as given; None when the insert found a
+    kept form stale (nothing stored)."""
     fields = body.fields
-    key = _idempotency_key(request, fields)
     reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
     # A file field never holds a text value (a browser's empty file input, a stray field).
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
     files = await check_files(body.files, form.file_fields) if form.accepting else []
-    hashed = payload_hash(fields, body.files)
     if not form.accepting:
         # A repeat of what was accepted before closing still gets its receipt.
         async with services.db.connection() as conn:
@@ -116,18 +136,6 @@ async def _submit_parsed(
     decision = await decide_status(
         services, form, fields, values, origin=request.origin, client=request.client
     )
-    # Past the rate check, the statement counts again under its lock and may store the
-    # rate-limited variant instead (see `insert_submission`).
-    rate_checked = decision.reason not in _BEFORE_RATE_LIMIT
-    test = truthy(fields.get(TEST_FIELD))
-    plan = PLANS[form.plan]
-    counted = decision.status == "accepted" and not test
-    over_quota = (
-        counted
-        and plan.monthly_submissions is not None
-        and form.month_submissions >= plan.monthly_submissions
-    )
-    flags = (["test"] if test else []) + (["over_quota"] if over_quota else [])
     submission_id = new_id("sub")
     # Honeypot spam keeps its values for review, never its files.
     kept = files if decision.status != "spam" else []
@@ -138,66 +146,28 @@ async def _submit_parsed(
             previous = await _find_previous(conn, form, key, hashed, now)
         if previous is not None:
             return _repeat(previous, hashed, body.is_json, form)
-    attachments = await store_files(services, form, submission_id, kept, now)
-    meta = request_meta(
+    submitted = Submitted(
+        submission_id=submission_id,
+        values=values,
+        test=truthy(fields.get(TEST_FIELD)),
+        idempotency_key=key,
+        payload_hash=hashed,
+        attachments=await store_files(services, form, submission_id, kept, now),
         origin=request.origin,
         referrer=request.referrer,
         accept_language=request.accept_language,
     )
-    payload = webhook_body(form, submission_id, values, attachments, meta=meta, test=test, now=now)
-    deliveries = route_deliveries(form, values, decision.status)
-    events = submission_events(form, decision, flags)
-    ack = acknowledgement(form, values, decision.status)
-    retention = plan.retention_for(decision.status, form.retention_days)
-    limited = Decision("quarantined", "rate_limited")
-    limited_flags = ["test"] if test else []
-    params = {
-        "id": submission_id,
-        "organization_id": form.organization_id,
-        "form_id": form.id,
-        "status": decision.status,
-        "reason": decision.reason,
-        "flags": flags,
-        "values": Jsonb(values),
-        "field_order": list(values),
-        "meta": Jsonb(meta),
-        "idempotency_key": key,
-        "payload_hash": hashed,
-        "client_hash": form.client_hash,
-        "schema_version": form.schema_version if form.schema_mode != "off" else None,
-        "now": now,
-        "retention_days": retention,
-        "limited_retention_days": plan.retention_for(limited.status, form.retention_days),
-        "attachments": Jsonb(attachments),
-        "held": over_quota,
-        "payload": Jsonb(payload),
-        "deliveries": Jsonb(deliveries),
-        "acknowledgements": Jsonb([ack] if ack else []),
-        "ack_recipient_hash": _ack_recipient(services, ack),
-        "ack_daily_max": ACK_DAILY_MAX,
-        "today": now.astimezone(UTC).date(),
-        "events": Jsonb(events),
-        "month": month_of(now),
-        "counted": counted,
-        "rate_checked": rate_checked,
-        "form_revision": form.revision if form.kept else None,
-        "quota": plan.monthly_submissions,
-        "rate_limit_max": form.rate_limit_max,
-        "rate_limit_seconds": form.rate_limit_per_seconds,
-        "limited_flags": limited_flags,
-        "limited_deliveries": Jsonb(route_deliveries(form, values, limited.status)),
-        "limited_events": Jsonb(submission_events(form, limited, limited_flags)),
-    }
+    params = insert_params(
+        form, decision, submitted, secret_key=services.settings.require_secret_key(), now=now
+    )
     row = await _insert(services, params)
     if row["status"] == "stale":
-        # The kept form has changed since it was read (or the quota was crossed): read it
-        # now and decide again; a form read now is not checked again.
-        fresh = await fresh_form(services, form.id, client=request.client, now=now)
-        return await _submit_parsed(services, fresh, request, body, now=now)
+        return None
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
-    if row["reason"] == limited.reason and decision.reason != limited.reason:
-        flags = limited_flags
+    flags = params["flags"]
+    if row["reason"] == RATE_LIMITED.reason and decision.reason != RATE_LIMITED.reason:
+        flags = params["limited_flags"]
     log.info(
         "submission stored",
         extra={
@@ -269,13 +239,6 @@ def _repeat(
     if bytes(previous["payload_hash"]) != hashed_payload:
         raise IdempotencyConflict("this idempotency key was used with a different payload")
     return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json, form=form)
-
-
-def _ack_recipient(services: Services, ack: Mapping[str, Any] | None) -> bytes | None:
-    if ack is None:
-        return None
-    [address] = ack["target"]["to"]
-    return recipient_hash(str(address), services.settings.require_secret_key())
 
 
 async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,22 +1,25 @@
-"""Form schemas: append-only JSON Schema versions, checked against their meta-schema."""
+"""Form schemas: append-only JSON Schema versions, checked against the limits of
+`core.schemas.limits` when saved; suggestions adopted by the owner; the drift summary."""
 
 from __future__ import annotations
 
-import json
+from datetime import datetime, timedelta
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.owner.usage import reserve_schema_version
 from core.platform.db import Conn
-from core.platform.errors import InvalidSchema, NotFound
+from core.platform.errors import NotFound
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.schemas.limits import check_schema
 
-MAX_SCHEMA_BYTES = 64 * 1024
+# How far back the drift summary looks (drift rows are kept as long, then pruned).
+DRIFT_DAYS = 30
+# The drift summary lists at most this many paths and keywords.
+DRIFT_ROWS = 500
 
 
 class SchemaFields(BaseModel):
@@ -37,23 +40,6 @@ class SchemaFields(BaseModel):
     )
 
 
-def check_schema(schema: dict[str, Any]) -> None:
-    """Refuse, with InvalidSchema, what is not a valid JSON Schema of a sensible size."""
-    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
-        raise InvalidSchema(
-            "the schema is too large",
-            [{"field": "schema", "message": f"at most {MAX_SCHEMA_BYTES} bytes of JSON"}],
-        )
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        validator.check_schema(schema)
-    except SchemaError as exc:
-        where = ".".join(["schema", *(str(part) for part in exc.absolute_path)])
-        raise InvalidSchema(
-            "the schema is not a valid JSON Schema", [{"field": where, "message": exc.message}]
-        ) from None
-
-
 async def _lock_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
     cur = await conn.execute(
         queries["lock_form"], {"id": form_id, "organization_id": scope.organization_id}
@@ -68,7 +54,8 @@ async def add_schema(
 ) -> dict[str, Any]:
     """Append the form's next schema version (source `manual`); versions are never edited.
 
-    Refused with PlanLimitReached once the form has the plan's number of versions.
+    Refused with InvalidSchema past a limit of `core.schemas.limits`, and with
+    PlanLimitReached once the form has the plan's number of versions.
     """
     check_schema(schema)
     # The form's row lock serialises appends, so two at once get versions n+1 and n+2.
@@ -81,6 +68,46 @@ async def add_schema(
     row = await cur.fetchone()
     assert row is not None
     return row
+
+
+@scoped
+async def adopt_schema(
+    conn: Conn, scope: OrgScope, *, form_id: str, version: int
+) -> dict[str, Any]:
+    """Make a version the form's current schema: append a `manual` copy of its content
+    (checked as any schema the owner writes)."""
+    cur = await conn.execute(
+        queries["get_form_schema"],
+        {"organization_id": scope.organization_id, "form_id": form_id, "version": version},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no schema version {version} of form {form_id}")
+    added: dict[str, Any] = await add_schema(conn, scope, form_id=form_id, schema=row["schema"])
+    return added
+
+
+@scoped
+async def drift_summary(
+    conn: Conn, scope: OrgScope, *, form_id: str, now: datetime
+) -> list[dict[str, Any]]:
+    """The form's drift over the last DRIFT_DAYS days: path, keyword, count, first and last
+    seen, the latest first."""
+    cur = await conn.execute(
+        queries["get_form"], {"id": form_id, "organization_id": scope.organization_id}
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no form {form_id}")
+    cur = await conn.execute(
+        queries["form_drift"],
+        {
+            "organization_id": scope.organization_id,
+            "form_id": form_id,
+            "since": now - timedelta(days=DRIFT_DAYS),
+            "limit": DRIFT_ROWS,
+        },
+    )
+    return await cur.fetchall()
 
 
 @scoped

@@ -22,6 +22,8 @@ SubmissionReason = Literal[
     "turnstile_failed",
     "turnstile_unavailable",
     "schema_violation",
+    "schema_unchecked",
+    "schema_error",
 ]
 # submissions.flags
 SubmissionFlag = Literal["test", "over_quota"]
@@ -52,7 +54,7 @@ DigestPeriod = Literal["hourly", "daily", "weekly"]
 # forms.schema_mode
 SchemaMode = Literal["off", "observe", "enforce"]
 # form_schemas.source
-SchemaSource = Literal["manual", "inferred"]
+SchemaSource = Literal["manual", "suggested"]
 
 # destinations.health
 DestinationHealth = Literal["healthy", "failing"]

@@ -75,6 +75,25 @@ SELECT %(organization_id)s, %(form_id)s, coalesce(max(version), 0) + 1, %(schema
  WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
 RETURNING version, schema, source, created_at
 
+-- name: get_form_schema
+-- One schema version of a form.
+SELECT version, schema, source, created_at
+  FROM form_schemas
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+   AND version = %(version)s
+
+-- name: form_drift
+-- A form's schema drift since `since`: one row per value path and keyword, with its count
+-- and when it was first and last seen, the latest first.
+SELECT path, keyword, sum(count)::bigint AS count, min(first_seen) AS first_seen,
+       max(last_seen) AS last_seen
+  FROM schema_drift
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+   AND hour >= date_trunc('hour', %(since)s::timestamptz, 'UTC')
+ GROUP BY path, keyword
+ ORDER BY max(last_seen) DESC, path, keyword
+ LIMIT %(limit)s
+
 -- name: list_form_schemas
 -- One page of a form's schema versions, oldest first, after a cursor.
 SELECT version, schema, source, created_at

@@ -31,41 +31,50 @@ UPDATE stored_objects o
 RETURNING o.storage_key, o.organization_id
 
 -- name: observed_forms
--- A page of live `observe` forms (by id, after a cursor) with accepted submissions since
--- their latest schema version.
+-- A page of live `observe` forms (by id, after a cursor) with accepted submissions newer
+-- than their latest schema version and than inference's last read of them.
 SELECT f.id, f.organization_id, o.plan, v.version, v.schema, v.created_at AS version_at
   FROM forms f
   JOIN organizations o ON o.id = f.organization_id
   LEFT JOIN LATERAL (SELECT version, schema, created_at FROM form_schemas
                       WHERE form_id = f.id ORDER BY version DESC LIMIT 1) v ON true
+  LEFT JOIN schema_inference i ON i.form_id = f.id
  WHERE f.schema_mode = 'observe' AND f.deleted_at IS NULL
    AND (%(after)s::text IS NULL OR f.id > %(after)s::text)
    AND EXISTS (SELECT 1 FROM submissions s
                 WHERE s.form_id = f.id AND s.status = 'accepted' AND s."values" IS NOT NULL
-                  AND s.received_at > coalesce(v.created_at, '-infinity'))
+                  AND s.received_at > greatest(coalesce(v.created_at, '-infinity'),
+                                               coalesce(i.scanned_through, '-infinity')))
  ORDER BY f.id
  LIMIT %(limit)s
 
 -- name: observed_values
 -- The values of a form's latest accepted submissions since its latest schema version.
-SELECT "values" FROM submissions
+SELECT "values", received_at FROM submissions
  WHERE form_id = %(form_id)s AND status = 'accepted' AND "values" IS NOT NULL
    AND NOT ('test' = ANY (flags))
    AND received_at > coalesce(%(since)s::timestamptz, '-infinity')
  ORDER BY received_at DESC
  LIMIT %(limit)s
 
--- name: append_inferred_schema
--- Append an inferred schema version after `version` and its `schema.inferred` event; a
+-- name: mark_inference_scanned
+-- Inference has read a form's submissions received up to `through`.
+INSERT INTO schema_inference (form_id, organization_id, scanned_through)
+VALUES (%(form_id)s, %(organization_id)s, %(through)s)
+ON CONFLICT (form_id) DO UPDATE
+    SET scanned_through = greatest(schema_inference.scanned_through, excluded.scanned_through)
+
+-- name: append_suggested_schema
+-- Append a suggested schema version after `version` and its `schema.suggested` event; a
 -- concurrent pass that appended first makes this a no-op.
 WITH added AS (
     INSERT INTO form_schemas (organization_id, form_id, version, schema, source, created_at)
-    VALUES (%(organization_id)s, %(form_id)s, %(version)s, %(schema)s, 'inferred', %(now)s)
+    VALUES (%(organization_id)s, %(form_id)s, %(version)s, %(schema)s, 'suggested', %(now)s)
     ON CONFLICT (form_id, version) DO NOTHING
     RETURNING version
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)
-    SELECT %(organization_id)s, 'schema.inferred', %(form_id)s,
+    SELECT %(organization_id)s, 'schema.suggested', %(form_id)s,
            jsonb_build_object('form', %(form_id)s::text, 'version', added.version), %(now)s
       FROM added
 )
@@ -102,6 +111,13 @@ UPDATE destinations d
 DELETE FROM events
  WHERE id IN (SELECT id FROM events WHERE created_at < %(before)s
                ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
+-- name: prune_schema_drift
+-- Up to `limit` drift rows of hours before `before`, deleted (the drift summary's period).
+DELETE FROM schema_drift
+ WHERE (form_id, hour, path, keyword) IN (
+        SELECT form_id, hour, path, keyword FROM schema_drift
+         WHERE hour < %(before)s ORDER BY hour LIMIT %(limit)s)
 
 -- name: prune_delivery_attempts
 -- Up to `limit` delivery attempts started before `before`, oldest first, deleted.

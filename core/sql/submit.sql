@@ -1,12 +1,13 @@
 -- name: resolve_form
 -- The live form a public submit names, with what the submit path needs in one round trip:
--- its organization's plan and month usage, the latest schema, the matching live immediate
+-- its organization's plan and month usage, its current schema (the latest the owner wrote,
+-- else the latest suggestion), the matching live immediate
 -- routes with their destinations, and how many submissions this client sent in the window.
 SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
        f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
        f.ack_email, f.revision, o.plan,
-       s.version AS schema_version, s.schema,
+       s.version AS schema_version, s.schema, s.source AS schema_source,
        coalesce((SELECT sum(u.submissions) FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
            AS month_submissions,
@@ -26,8 +27,9 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
                     AND r.mode = 'immediate' AND d.deleted_at IS NULL), '[]'::jsonb) AS routes
   FROM forms f
   JOIN organizations o ON o.id = f.organization_id
-  LEFT JOIN LATERAL (SELECT version, schema FROM form_schemas
-                      WHERE form_id = f.id ORDER BY version DESC LIMIT 1) s ON true
+  LEFT JOIN LATERAL (SELECT version, schema, source FROM form_schemas
+                      WHERE form_id = f.id
+                      ORDER BY source = 'manual' DESC, version DESC LIMIT 1) s ON true
  WHERE f.id = %(form_id)s AND f.deleted_at IS NULL
 
 -- name: find_previous_submission
@@ -161,6 +163,33 @@ WITH fresh AS MATERIALIZED (
                                           ELSE %(events)s::jsonb END)
            WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
+), drift AS (
+    -- The schema drift the submission showed, counted per form, hour, path and keyword;
+    -- a row written now (not counted up) is the first of its hour.
+    INSERT INTO schema_drift AS d (organization_id, form_id, hour, path, keyword, count,
+                                   first_seen, last_seen)
+    SELECT %(organization_id)s, %(form_id)s, date_trunc('hour', %(now)s::timestamptz, 'UTC'),
+           x.path, x.keyword, 1, %(now)s, %(now)s
+      FROM submission s
+     CROSS JOIN gate g
+     CROSS JOIN jsonb_to_recordset(%(drift)s::jsonb) AS x(path text, keyword text)
+     WHERE NOT g.limited
+    ON CONFLICT (form_id, hour, path, keyword)
+    DO UPDATE SET count = d.count + 1, last_seen = greatest(d.last_seen, excluded.last_seen)
+    RETURNING d.path, d.keyword, d.count
+), drift_event AS (
+    -- One `schema.drift` event per rule and hour, whatever the flood.
+    INSERT INTO events (organization_id, type, subject_id, data)
+    SELECT %(organization_id)s, 'schema.drift', %(form_id)s,
+           jsonb_build_object('form', %(form_id)s::text, 'schema_version', %(schema_version)s,
+                              'mode', %(schema_mode)s::text,
+                              'first_submission', (SELECT id FROM submission),
+                              'errors', jsonb_agg(jsonb_build_object('path', dr.path,
+                                                                     'keyword', dr.keyword)
+                                                  ORDER BY dr.path, dr.keyword))
+      FROM drift dr
+     WHERE dr.count = 1
+    HAVING count(*) > 0
 ), usage AS (
     -- One of the month's 16 shards, at random: concurrent submits rarely wait on each other.
     INSERT INTO usage_counters (organization_id, month, shard, submissions)

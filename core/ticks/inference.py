@@ -1,4 +1,7 @@
-"""Schema inference for `observe` forms: a JSON Schema from the submissions actually seen."""
+"""Schema inference for `observe` forms: a JSON Schema suggested from the submissions seen.
+
+Linear in the size of its samples: a string longer than FORMAT_MAX_CHARS is never given a
+format (no format here allows one), so the format patterns see short strings only."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from typing import Any
 
 # A field present in at least this share of submissions is required.
 REQUIRED_SHARE = 0.95
+# The longest string a format is looked for in (an email address is at most 254).
+FORMAT_MAX_CHARS = 320
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://\S+$")
@@ -42,6 +47,8 @@ _FORMATS = (("email", _EMAIL.match), ("uri", _URI.match), ("date", _is_date))
 
 
 def _string_format(values: list[str]) -> str | None:
+    if any(len(value) > FORMAT_MAX_CHARS for value in values):
+        return None
     for name, matches in _FORMATS:
         if values and all(matches(value) for value in values):
             return name

@@ -10,6 +10,7 @@ appended only by the pass that wins the version number.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from psycopg.types.json import Jsonb
 from core.outbox import store
 from core.owner.alerts import raise_alert
 from core.owner.dashboard_sessions import forget_idle_sessions
+from core.owner.form_schemas import DRIFT_DAYS
 from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import PostbagError
@@ -172,7 +174,8 @@ def _shape(schema: Mapping[str, Any] | None) -> Any:
 async def infer_schemas(
     conn: Conn, *, now: datetime, options: RetentionOptions, deadline: float | None = None
 ) -> int:
-    """Append an inferred version for each `observe` form whose observed shape changed."""
+    """Append a suggested version for each `observe` form whose observed shape changed.
+    A form is read again only once new submissions arrived; inference runs in a thread."""
     appended = 0
     after: str | None = None
     while deadline is None or time.monotonic() < deadline:
@@ -202,17 +205,27 @@ async def _infer_one(
         )
     ).fetchall()
     samples = [row["values"] for row in rows if isinstance(row["values"], dict)]
+    await conn.execute(
+        queries["mark_inference_scanned"],
+        {
+            "form_id": form["id"],
+            "organization_id": form["organization_id"],
+            # The newest submission read (they come newest first), not `now`: one received
+            # just before `now` but committed after this read is read next pass.
+            "through": rows[0]["received_at"] if rows else now,
+        },
+    )
     if not samples:
         return 0
     limit = PLANS[form["plan"]].max_schema_versions
     if limit is not None and (form["version"] or 0) >= limit:
         return 0  # the plan's versions per form are used up: the form keeps its latest
-    schema = infer_schema(samples)
+    schema = await asyncio.to_thread(infer_schema, samples)
     if _shape(schema) == _shape(form["schema"]):
         return 0
     added = await (
         await conn.execute(
-            queries["append_inferred_schema"],
+            queries["append_suggested_schema"],
             {
                 "organization_id": form["organization_id"],
                 "form_id": form["id"],
@@ -225,7 +238,7 @@ async def _infer_one(
     if added is None:
         return 0  # another pass appended this version first
     log.info(
-        "schema inferred",
+        "schema suggested",
         extra={
             "org_id": form["organization_id"],
             "form_id": form["id"],
@@ -247,6 +260,7 @@ async def prune_history(
         ("prune_events", "events_pruned", history_start),
         ("prune_delivery_attempts", "attempts_pruned", history_start),
         ("prune_acknowledgement_counts", "acknowledgement_counts_pruned", now),
+        ("prune_schema_drift", "drift_pruned", now - timedelta(days=DRIFT_DAYS)),
         ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
     ):
         while True:

@@ -44,7 +44,7 @@ def test_submit_handler__cold_import_leaves_out_heavy_optional_modules(db_url: s
     # FastAPI, no pydantic (settings are plain parsing, the adapters load only to send) and
     # no HTTP client or address validator (Turnstile and acknowledgements import them when
     # a form uses them).
-    heavy = {"boto3", "fastapi", "pydantic", "httpx", "email_validator", "jsonschema"}
+    heavy = {"boto3", "fastapi", "pydantic", "httpx", "email_validator", "jsonschema_rs"}
     code = f"import sys, handlers.submit; print(sorted({heavy!r} & set(sys.modules)))"
     result = subprocess.run(
         [sys.executable, "-c", code],

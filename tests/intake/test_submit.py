@@ -264,20 +264,23 @@ async def test_submit__schema_enforce_quarantines_with_a_drift_event(
         bad = await _post_json(client, form, json={"name": "no email"})
     assert bad.status_code == 201
     found = await rows(
-        conn, "SELECT status, reason, schema_version FROM submissions ORDER BY received_at"
+        conn, "SELECT id, status, reason, schema_version FROM submissions ORDER BY received_at"
     )
-    assert found == [
+    assert [{k: v for k, v in row.items() if k != "id"} for row in found] == [
         {"status": "accepted", "reason": None, "schema_version": version},
         {"status": "quarantined", "reason": "schema_violation", "schema_version": version},
     ]
-    drift = await rows(conn, "SELECT data FROM events WHERE type = 'schema.drift'")
+    drift = await rows(conn, "SELECT subject_id, data FROM events WHERE type = 'schema.drift'")
     assert drift == [
         {
+            "subject_id": form,
             "data": {
                 "form": form,
                 "schema_version": version,
+                "mode": "enforce",
+                "first_submission": found[1]["id"],
                 "errors": [{"path": "/", "keyword": "required"}],
-            }
+            },
         }
     ]
 

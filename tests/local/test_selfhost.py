@@ -9,8 +9,6 @@ import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -20,7 +18,14 @@ from core.platform.db import Conn
 from local.serve import GRACE_SECONDS
 from tests.support.api import WEBHOOK, assert_problem
 from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
-from tests.support.cli import postbag, spawn, subprocess_env, terminate, wait_until_serving
+from tests.support.cli import (
+    postbag,
+    serving,
+    spawn,
+    subprocess_env,
+    terminate,
+    wait_until_serving,
+)
 from tests.support.peers import Answer, Request, closed_port, receiver
 from tests.support.records import delivery, rows
 from tests.support.settings import TEST_SECRET_KEY
@@ -35,20 +40,6 @@ def _env(db_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
         POSTBAG_STORAGE_URL=f"file://{tmp_path / 'files'}",
         **extra,
     )
-
-
-@contextmanager
-def serving(env: dict[str, str], *args: str) -> Iterator[str]:
-    """`postbag serve` on a free port until the block ends; its base URL."""
-    port = closed_port()
-    proc = spawn("serve", "--host", "127.0.0.1", "--port", str(port), *args, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(proc, base + "/health")
-        yield base
-    finally:
-        code, out, _ = terminate(proc)
-        assert code == 0, out
 
 
 async def _wait_for_beat(conn: Conn, pid: int) -> None:

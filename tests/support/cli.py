@@ -9,9 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from tests.support.peers import closed_port
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -89,3 +93,17 @@ def terminate(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, st
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out, time.monotonic() - started
+
+
+@contextmanager
+def serving(env: dict[str, str], *args: str) -> Iterator[str]:
+    """`postbag serve` on a free port until the block ends; its base URL."""
+    port = closed_port()
+    proc = spawn("serve", "--host", "127.0.0.1", "--port", str(port), *args, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(proc, base + "/health")
+        yield base
+    finally:
+        code, out, _ = terminate(proc)
+        assert code == 0, out

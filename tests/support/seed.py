@@ -39,6 +39,11 @@ INSERT INTO alerts (id, organization_id, kind, subject_id)
     VALUES (%(alr)s, %(org)s, 'delivery.dead', %(dst)s);
 INSERT INTO usage_counters (organization_id, month, submissions)
     VALUES (%(org)s, '2026-01-01', 1);
+INSERT INTO schema_drift (organization_id, form_id, hour, path, keyword, count, first_seen,
+                          last_seen)
+    VALUES (%(org)s, %(frm)s, '2026-01-01', '/email', 'format', 1, now(), now());
+INSERT INTO schema_inference (organization_id, form_id, scanned_through)
+    VALUES (%(org)s, %(frm)s, now());
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;

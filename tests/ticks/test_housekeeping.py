@@ -47,7 +47,7 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
     stats = await run_retention(services, now=start, budget=10)
     assert stats["schemas_inferred"] == 1
     versions = await rows(conn, "SELECT form_id, version, source, schema FROM form_schemas")
-    assert [(v["form_id"], v["version"], v["source"]) for v in versions] == [(form, 1, "inferred")]
+    assert [(v["form_id"], v["version"], v["source"]) for v in versions] == [(form, 1, "suggested")]
     schema = versions[0]["schema"]
     assert schema["properties"] == {
         "email": {"type": "string", "format": "email"},
@@ -67,9 +67,9 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
     later3 = later2 + timedelta(minutes=1)
     assert (await run_retention(services, now=later3, budget=10))["schemas_inferred"] == 1
     [v2] = await rows(conn, "SELECT version, source, schema FROM form_schemas WHERE version = 2")
-    assert v2["source"] == "inferred" and "phone" in v2["schema"]["properties"]
+    assert v2["source"] == "suggested" and "phone" in v2["schema"]["properties"]
     events = await rows(
-        conn, "SELECT subject_id, data FROM events WHERE type = 'schema.inferred' ORDER BY id"
+        conn, "SELECT subject_id, data FROM events WHERE type = 'schema.suggested' ORDER BY id"
     )
     assert events == [
         {"subject_id": form, "data": {"form": form, "version": 1}},
@@ -77,7 +77,7 @@ async def test_inference__stable_shape_one_version_new_field_version_2(
     ]
     async with api_client(services, tenant.key) as api:
         listed = (await api.get(f"/v1/forms/{form}/schemas")).json()["data"]
-    assert [(s["version"], s["source"]) for s in listed] == [(1, "inferred"), (2, "inferred")]
+    assert [(s["version"], s["source"]) for s in listed] == [(1, "suggested"), (2, "suggested")]
 
 
 async def test_health_rollup__success_rate_and_p95_in_the_destination(

@@ -1,4 +1,5 @@
-"""`/v1/forms/{id}/schemas`: a form's JSON Schema versions, append-only."""
+"""`/v1/forms/{id}/schemas` and `/drift`: a form's JSON Schema versions (append-only, the
+owner's and the suggested ones), adopting a suggestion, and the drift seen against them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.http.deps import ServicesDep
+from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import form_schemas as schemas
@@ -57,7 +58,47 @@ async def list_schemas(
 async def add_schema(
     form_id: str, body: SchemaFields, scope: ScopeDep, services: ServicesDep
 ) -> FormSchema:
-    """Append version n+1; the schema must be valid against its JSON Schema meta-schema."""
+    """Append version n+1 (source `manual`), which becomes the current schema. Refused with
+    `invalid_schema` and the location when it is not a valid JSON Schema or is past a
+    documented limit (size, remote or unresolvable references, reference cycles,
+    composition depth and width, expanded size, patterns the linear-time engine refuses)."""
     async with services.db.scoped(scope) as conn:
         row = await schemas.add_schema(conn, scope, form_id=form_id, schema=body.json_schema)
     return _schema(row)
+
+
+@router.post(
+    "/forms/{form_id}/schemas/{version}/adopt",
+    status_code=201,
+    responses=problems(402, 404, 422),
+)
+async def adopt_schema(
+    form_id: str, version: int, scope: ScopeDep, services: ServicesDep
+) -> FormSchema:
+    """Make a version (a suggestion, or an earlier version) the current schema: appends a
+    `manual` version with its content."""
+    async with services.db.scoped(scope) as conn:
+        row = await schemas.adopt_schema(conn, scope, form_id=form_id, version=version)
+    return _schema(row)
+
+
+class Drift(BaseModel):
+    """Values that broke one rule of the schema: where and which keyword (never the values),
+    how often, first and last seen."""
+
+    path: str
+    keyword: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+
+
+@router.get("/forms/{form_id}/drift", responses=problems(404, 422))
+async def form_drift(
+    form_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> Page[Drift]:
+    """What broke the form's schema over the last 30 days, per value path and keyword, the
+    latest first: one page of at most 500 rows (`next_cursor` is always null)."""
+    async with services.db.scoped(scope) as conn:
+        rows = await schemas.drift_summary(conn, scope, form_id=form_id, now=now)
+    return Page[Drift](data=[Drift.model_validate(row) for row in rows], next_cursor=None)

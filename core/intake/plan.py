@@ -1,0 +1,138 @@
+"""The submit transaction's plan: everything `insert_submission` stores, worked out from the
+form, the checks' decision and the request, without touching the database (docs/submit.md).
+
+The plan carries two variants: the one the checks decided, and the rate-limited one the
+statement stores instead when it counts the client over the limit under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from core.intake.checks import Decision
+from core.intake.form import Form
+from core.intake.payload import (
+    acknowledgement,
+    request_meta,
+    route_deliveries,
+    submission_events,
+    webhook_body,
+)
+from core.intake.visitor import recipient_hash
+from core.owner.plans import PLANS
+from core.platform.clock import month_of
+
+ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
+# The reasons decided before the rate limit (docs/submit.md: the checks' order).
+_BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
+RATE_LIMITED = Decision("quarantined", "rate_limited")
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What the visitor sent, as the submit path read it."""
+
+    submission_id: str
+    values: Mapping[str, Any]
+    test: bool
+    idempotency_key: str | None
+    payload_hash: bytes
+    attachments: list[dict[str, Any]]
+    origin: str | None
+    referrer: str | None
+    accept_language: str | None
+
+
+def quota_flags(form: Form, decision: Decision, *, test: bool) -> tuple[list[str], bool]:
+    """The submission's flags, and whether it is over the month's quota (deliveries held)."""
+    quota = PLANS[form.plan].monthly_submissions
+    over_quota = (
+        decision.status == "accepted"
+        and not test
+        and quota is not None
+        and form.month_submissions >= quota
+    )
+    return (["test"] if test else []) + (["over_quota"] if over_quota else []), over_quota
+
+
+def _distinct(drift: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen = {(d["path"], d["keyword"]) for d in drift}
+    return [{"path": path, "keyword": keyword} for path, keyword in sorted(seen)]
+
+
+def insert_params(
+    form: Form,
+    decision: Decision,
+    submitted: Submitted,
+    *,
+    secret_key: bytes,
+    now: datetime,
+) -> dict[str, Any]:
+    """The parameters of `insert_submission` for this submission."""
+    plan = PLANS[form.plan]
+    values = submitted.values
+    flags, over_quota = quota_flags(form, decision, test=submitted.test)
+    limited_flags = ["test"] if submitted.test else []
+    meta = request_meta(
+        origin=submitted.origin,
+        referrer=submitted.referrer,
+        accept_language=submitted.accept_language,
+    )
+    payload = webhook_body(
+        form,
+        submitted.submission_id,
+        values,
+        submitted.attachments,
+        meta=meta,
+        test=submitted.test,
+        now=now,
+    )
+    ack = acknowledgement(form, values, decision.status)
+    return {
+        "id": submitted.submission_id,
+        "organization_id": form.organization_id,
+        "form_id": form.id,
+        "status": decision.status,
+        "reason": decision.reason,
+        "flags": flags,
+        "values": Jsonb(values),
+        "field_order": list(values),
+        "meta": Jsonb(meta),
+        "idempotency_key": submitted.idempotency_key,
+        "payload_hash": submitted.payload_hash,
+        "client_hash": form.client_hash,
+        "schema_version": form.schema_version if form.schema_mode != "off" else None,
+        "schema_mode": form.schema_mode,
+        "drift": Jsonb(_distinct(decision.drift)),
+        "now": now,
+        "retention_days": plan.retention_for(decision.status, form.retention_days),
+        "limited_retention_days": plan.retention_for(RATE_LIMITED.status, form.retention_days),
+        "attachments": Jsonb(submitted.attachments),
+        "held": over_quota,
+        "payload": Jsonb(payload),
+        "deliveries": Jsonb(route_deliveries(form, values, decision.status)),
+        "acknowledgements": Jsonb([ack] if ack else []),
+        "ack_recipient_hash": (
+            recipient_hash(str(ack["target"]["to"][0]), secret_key) if ack else None
+        ),
+        "ack_daily_max": ACK_DAILY_MAX,
+        "today": now.astimezone(UTC).date(),
+        "events": Jsonb(submission_events(form, decision, flags)),
+        "month": month_of(now),
+        "counted": decision.status == "accepted" and not submitted.test,
+        # Past the rate check, the statement counts again under its lock and may store the
+        # rate-limited variant instead.
+        "rate_checked": decision.reason not in _BEFORE_RATE_LIMIT,
+        "form_revision": form.revision if form.kept else None,
+        "quota": plan.monthly_submissions,
+        "rate_limit_max": form.rate_limit_max,
+        "rate_limit_seconds": form.rate_limit_per_seconds,
+        "limited_flags": limited_flags,
+        "limited_deliveries": Jsonb(route_deliveries(form, values, RATE_LIMITED.status)),
+        "limited_events": Jsonb(submission_events(form, RATE_LIMITED, limited_flags)),
+    }
