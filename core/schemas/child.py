@@ -1,6 +1,6 @@
 """The checker's child process (`python -m core.schemas.child`): reads one check a line on
-stdin, answers on stdout. It holds no state the parent cannot rebuild: the parent kills it
-when a check runs past its budget and starts another.
+stdin, answers on stdout. It holds no state the parent cannot rebuild: a check that spends
+more than its CPU budget ends the process (the parent starts another).
 
 A check is `{"key", "schema"?, "values"}`; `key` names an immutable schema version, sent
 with its `schema` the first time. The answers, one line each:
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import resource
+import signal
 import sys
 from collections import OrderedDict
 from typing import Any
 
-from core.schemas.checker import UNLISTED
+from core.schemas.checker import CHECK_CPU_BUDGET, UNLISTED
 from core.schemas.engine import compile_schema, is_valid, violations
 
 # Compiled schemas kept per child, the oldest dropped first.
@@ -62,8 +63,8 @@ def _check(cache: OrderedDict[str, Any], request: dict[str, Any]) -> None:
         try:
             errors = violations(validator, values)
         except Exception:
-            errors = [UNLISTED]
-        _answer({"errors": errors})
+            errors = []
+        _answer({"errors": errors or [UNLISTED]})
 
 
 def main() -> None:
@@ -71,7 +72,12 @@ def main() -> None:
     cache: OrderedDict[str, Any] = OrderedDict()
     _answer({"ready": True})
     for line in sys.stdin:
-        _check(cache, json.loads(line))
+        request = json.loads(line)
+        # The check's CPU budget, kept by the kernel: past it SIGPROF ends this process
+        # (its default action), even inside the engine's Rust code, which holds the GIL.
+        signal.setitimer(signal.ITIMER_PROF, CHECK_CPU_BUDGET)
+        _check(cache, request)
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ from typing import Any, NoReturn
 import jsonschema_rs
 
 MAX_ERRORS = 20
+# The listing of violations sees at most this many items of each array: the engine lists
+# eagerly, and a 256 KB array of wrong items would take seconds (the verdict itself always
+# sees the whole value).
+LISTED_ITEMS = 256
 # The formats checked in `observe` and `enforce` (docs/api.md). jsonschema-rs knows more
 # (ipv4, hostname, time…); those are checked too, by the same rule.
 CHECKED_FORMATS = ("email", "uri", "date", "date-time", "uuid")
@@ -43,11 +47,21 @@ def _keyword(schema_path: list[str | int]) -> str:
     return next((str(p) for p in reversed(schema_path) if isinstance(p, str)), "")
 
 
+def _for_listing(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_for_listing(item) for item in value[:LISTED_ITEMS]]
+    if isinstance(value, dict):
+        return {key: _for_listing(item) for key, item in value.items()}
+    return value
+
+
 def violations(validator: Validator, values: Mapping[str, Any]) -> list[dict[str, str]]:
     """At most MAX_ERRORS violations, each as the value's path and the keyword it broke
     (`type`, `required`, `format`…), never the value or a message quoting it: they are kept
-    in drift records, which outlive an erase."""
-    errors: Iterator[Any] = validator.iter_errors(dict(values))
+    in drift records, which outlive an erase. Found in the value with long arrays cut to
+    LISTED_ITEMS items, so a rule only a longer array breaks (`maxItems` past the cut)
+    may go unlisted: the caller then says `unlisted`."""
+    errors: Iterator[Any] = validator.iter_errors(_for_listing(values))
     found = [
         {
             "path": "/" + "/".join(str(p) for p in error.instance_path),
