@@ -5,8 +5,9 @@ loop. A check that spends more than CHECK_CPU_BUDGET seconds of CPU ends its chi
 kernel's timer, see the child), and one the parent has waited WALL_LIMIT seconds for is
 ended by the parent; another child is started for the next check. So neither a visitor's
 values nor a tenant's schema can hold a CPU, the loop or memory for longer. A check that
-waited QUEUE_WAIT seconds for a free child is not run. Either way the caller gets a verdict: the submit path stores such a submission
-`quarantined` with reason `schema_unchecked`, never refuses or stalls it.
+waited QUEUE_WAIT seconds for a free child is not run. Either way the caller gets a verdict:
+the submit path stores such a submission `quarantined` with reason `schema_unchecked`,
+never refuses or stalls it.
 """
 
 from __future__ import annotations
