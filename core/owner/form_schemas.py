@@ -88,6 +88,19 @@ async def adopt_schema(
 
 
 @scoped
+async def recent_schemas(
+    conn: Conn, scope: OrgScope, *, form_id: str, limit: int
+) -> list[dict[str, Any]]:
+    """The form's latest `limit` versions, newest first, and its current one even when older;
+    each row also holds `total`, the form's number of versions."""
+    cur = await conn.execute(
+        queries["recent_form_schemas"],
+        {"organization_id": scope.organization_id, "form_id": form_id, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+@scoped
 async def drift_summary(
     conn: Conn, scope: OrgScope, *, form_id: str, now: datetime
 ) -> list[dict[str, Any]]:

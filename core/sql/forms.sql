@@ -82,6 +82,24 @@ SELECT version, schema, source, created_at
  WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
    AND version = %(version)s
 
+-- name: recent_form_schemas
+-- A form's latest `limit` versions, newest first, with the current one (its latest
+-- `manual` version) even when older, each with the form's number of versions (versions
+-- are numbered 1..n without gaps).
+SELECT version, schema, source, created_at,
+       (SELECT count(*) FROM form_schemas c
+         WHERE c.form_id = %(form_id)s AND c.organization_id = %(organization_id)s) AS total
+  FROM form_schemas
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+   AND (version > (SELECT coalesce(max(m.version), 0) FROM form_schemas m
+                    WHERE m.form_id = %(form_id)s
+                      AND m.organization_id = %(organization_id)s) - %(limit)s
+        OR version = (SELECT max(m.version) FROM form_schemas m
+                       WHERE m.form_id = %(form_id)s
+                         AND m.organization_id = %(organization_id)s
+                         AND m.source = 'manual'))
+ ORDER BY version DESC
+
 -- name: form_drift
 -- A form's schema drift since `since`: one row per value path and keyword, with its count
 -- and when it was first and last seen, the latest first.

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from core.http.dashboard import activity, destinations, forms, inbox, receipts
+from core.http.dashboard import activity, destinations, forms, inbox, receipts, schemas
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -29,7 +29,7 @@ from core.http.problems import http_error_response, problem_for, status_and_code
 from core.owner.dashboard_sessions import close_session, open_session
 from core.owner.throttle import sign_in_attempt
 from core.platform.clock import utcnow
-from core.platform.errors import PostbagError, TooManyAttempts, Unauthenticated
+from core.platform.errors import InvalidInput, PostbagError, TooManyAttempts, Unauthenticated
 from core.platform.services import Services
 
 router = APIRouter(prefix="/app", include_in_schema=False)
@@ -38,6 +38,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     inbox.router,
     receipts.router,
     forms.router,
+    schemas.router,
     destinations.router,
     activity.router,
 ]
@@ -146,7 +147,10 @@ def install_dashboard(app: FastAPI) -> None:
         if not request.url.path.startswith("/app"):
             return problem_for(exc)
         status, _code = status_and_code(exc)
-        return error_page(request, status, _TITLES.get(status, "Something went wrong"), str(exc))
+        problems = exc.errors if isinstance(exc, InvalidInput) else None
+        return error_page(
+            request, status, _TITLES.get(status, "Something went wrong"), str(exc), problems
+        )
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -1,32 +1,58 @@
-"""Forms and their routes: list, create, change settings, route to a destination."""
+"""Forms and their routes: list, create, change settings, route to a destination.
+
+Saving the settings changes only what the owner changed: the page posts back the text it
+showed (`shown`), and a setting whose inputs still read the same is left out of the patch,
+so a save never rewrites a setting nobody touched, even one changed elsewhere meanwhile.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, get_args
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
-from starlette.datastructures import FormData
 from starlette.responses import Response
 
+from core.http.dashboard import schemas
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page
-from core.http.deps import ServicesDep
+from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
 from core.owner.dashboard_sessions import DashboardSession
-from core.owner.form_settings import FormFields, FormPatch
+from core.owner.form_settings import FormFields, FormPatch, fields_of
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
+from core.platform.vocabulary import SchemaMode
 
 router = APIRouter(prefix="/app", include_in_schema=False)
+
+# The schema modes the select offers: exactly the API's.
+SCHEMA_MODES: tuple[str, ...] = get_args(SchemaMode)
+
+# Each setting's inputs on the settings form; the Turnstile inputs are write-only and act
+# only when filled in or ticked.
+SETTING_INPUTS: Mapping[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "allowed_origins": ("allowed_origins",),
+    "honeypot_field": ("honeypot_field",),
+    "redirect_url": ("redirect_url",),
+    "retention_days": ("retention_days",),
+    "rate_limit": ("rate_max", "rate_per_seconds"),
+    "schema_mode": ("schema_mode",),
+    "labels": ("labels",),
+    "file_fields": ("file_fields",),
+    "consent_field": ("consent_field",),
+    "ack_email": ("ack_email",),
+}
 
 
 def _lines(value: Any) -> list[str]:
     return [line.strip() for line in str(value or "").splitlines() if line.strip()]
 
 
-def _json(form: FormData, name: str, default: Any) -> Any:
+def _json(form: Mapping[str, Any], name: str, default: Any) -> Any:
     text = str(form.get(name) or "").strip()
     if not text:
         return default
@@ -38,7 +64,7 @@ def _json(form: FormData, name: str, default: Any) -> Any:
         ) from None
 
 
-def _int(form: FormData, name: str, default: int | None) -> int | None:
+def _int(form: Mapping[str, Any], name: str, default: int | None) -> int | None:
     text = str(form.get(name) or "").strip()
     if not text:
         return default
@@ -50,10 +76,9 @@ def _int(form: FormData, name: str, default: int | None) -> int | None:
         ) from None
 
 
-def _form_settings(form: FormData) -> dict[str, Any]:
+def _form_settings(form: Mapping[str, Any]) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "name": str(form.get("name") or ""),
-        "accepting": form.get("accepting") == "on",
         "allowed_origins": _lines(form.get("allowed_origins")),
         "honeypot_field": str(form.get("honeypot_field") or "_gotcha"),
         "redirect_url": str(form.get("redirect_url") or "") or None,
@@ -76,6 +101,62 @@ def _form_settings(form: FormData) -> dict[str, Any]:
     return settings
 
 
+def _json_text(value: Any) -> str:
+    # Not Jinja's `tojson`: it sorts keys, and labels show in the order they are stored.
+    return json.dumps(value, ensure_ascii=False) if value else ""
+
+
+def _inputs(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The text each settings input shows, from settings in FormFields' shape."""
+    return {
+        "name": settings["name"],
+        "allowed_origins": "\n".join(settings["allowed_origins"]),
+        "honeypot_field": settings["honeypot_field"],
+        "redirect_url": settings["redirect_url"] or "",
+        "retention_days": str(settings["retention_days"] or ""),
+        "rate_max": str(settings["rate_limit"]["max"]),
+        "rate_per_seconds": str(settings["rate_limit"]["per_seconds"]),
+        "schema_mode": settings["schema_mode"],
+        "labels": _json_text(settings["labels"]),
+        "file_fields": _json_text(settings["file_fields"]),
+        "consent_field": settings["consent_field"] or "",
+        "ack_email": _json_text(settings["ack_email"]),
+    }
+
+
+def _new_form_inputs() -> dict[str, str]:
+    return _inputs(FormFields.model_construct(name="").model_dump())
+
+
+def _text(value: Any) -> str:
+    # Browsers post a textarea's line breaks as CRLF.
+    return str(value or "").replace("\r\n", "\n").strip()
+
+
+def _changed_settings(posted: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings with an input posted that differs from what the page showed, and the
+    Turnstile secret when one was typed or its removal ticked."""
+    try:
+        shown = json.loads(str(posted.get("shown") or ""))
+    except ValueError:
+        shown = None
+    if not isinstance(shown, dict):
+        raise InvalidInput(
+            "the page was out of date; reload it and make the change again",
+            [{"field": "shown", "message": "missing: reload the page"}],
+        )
+    # An input left out of the post reads as the page showed it.
+    values = {name: shown.get(name) for names in SETTING_INPUTS.values() for name in names}
+    values.update(posted)
+    touched = {
+        setting
+        for setting, names in SETTING_INPUTS.items()
+        if any(_text(values.get(name)) != _text(shown.get(name)) for name in names)
+    }
+    settings = _form_settings(values)
+    return {k: v for k, v in settings.items() if k in touched or k not in SETTING_INPUTS}
+
+
 @router.get("/forms")
 async def forms_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     async with services.db.scoped(session.scope) as conn:
@@ -95,13 +176,15 @@ async def form_new(request: Request, services: ServicesDep, session: SessionDep)
         title="New form",
         active="/app/forms",
         form=None,
+        inputs=_new_form_inputs(),
+        schema_modes=SCHEMA_MODES,
     )
 
 
 @router.post("/forms")
 async def form_create(services: ServicesDep, session: SessionDep, posted: CheckedForm) -> Response:
     try:
-        fields = FormFields.model_validate(_form_settings(posted) | {"accepting": True})
+        fields = FormFields.model_validate(_form_settings(posted))
     except ValidationError as exc:
         raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
@@ -116,13 +199,14 @@ async def form_create(services: ServicesDep, session: SessionDep, posted: Checke
 
 @router.get("/forms/{form_id}")
 async def form_detail(
-    request: Request, services: ServicesDep, session: SessionDep, form_id: str
+    request: Request, services: ServicesDep, session: SessionDep, now: NowDep, form_id: str
 ) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
         form = await forms.get_form(conn, scope, form_id=form_id)
         form_routes = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=100)
         dests = await destinations.list_destinations(conn, scope, after=None, limit=500)
+        schema = await schemas.schema_section(conn, scope, form_id=form_id, now=now)
     url = forms.submit_url(services.settings, form_id)
     names = {d["id"]: d for d in dests}
     fetch = (
@@ -145,6 +229,9 @@ async def form_detail(
         routes=form_routes,
         destinations=dests,
         destination_names=names,
+        inputs=_inputs(fields_of(form)),
+        schema_modes=SCHEMA_MODES,
+        schema=schema,
     )
 
 
@@ -152,9 +239,8 @@ async def form_detail(
 async def form_update(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
-    settings = _form_settings(posted)
     try:
-        patch = FormPatch.model_validate(settings)
+        patch = FormPatch.model_validate(_changed_settings(posted))
     except ValidationError as exc:
         raise invalid_input(exc) from None
     return await _patch_form(services, session, form_id, patch)

@@ -100,8 +100,14 @@ def render(
     )
 
 
-def error_page(request: Request, status_code: int, title: str, message: str) -> HTMLResponse:
-    """An error in the dashboard's style, with what to do next."""
+def error_page(
+    request: Request,
+    status_code: int,
+    title: str,
+    message: str,
+    problems: list[dict[str, str]] | None = None,
+) -> HTMLResponse:
+    """An error in the dashboard's style, with the fields at fault and what to do next."""
     signed_in = getattr(request.state, "session", None) is not None
     return render(
         request,
@@ -109,6 +115,7 @@ def error_page(request: Request, status_code: int, title: str, message: str) -> 
         title=title,
         status_code=status_code,
         message=message,
+        problems=problems or [],
         next_href="/app" if signed_in else "/app/sign-in",
         next_label="Back to the inbox" if signed_in else "Sign in",
     )

@@ -1,7 +1,8 @@
 """The dashboard in a real browser: Debian's Chromium driven by Playwright, a real uvicorn.
 
-Sign in, create a form, two webhook destinations and their routes through the pages, post
-the form from a page on another loopback origin, watch the delivery lines reach
+Sign in, create a form, two webhook destinations and their routes through the pages, set
+the form to observe its schema and adopt a suggested schema, post the form from a page on
+another loopback origin and see the drift it showed, watch the delivery lines reach
 *Delivered* / *Not delivered*, erase the values, then Send again and read the refusal.
 Screenshots land in the test's tmp directory, and in docs/ with POSTBAG_SCREENSHOTS=docs.
 """
@@ -9,6 +10,7 @@ Screenshots land in the test's tmp directory, and in docs/ with POSTBAG_SCREENSH
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -39,6 +41,11 @@ from tests.support.settings import TEST_SECRET_KEY
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 MESSAGE = "Please call me back about the blue bicycle"
+# What inference might suggest; the message above is longer than it allows.
+SUGGESTION = {
+    "type": "object",
+    "properties": {"email": {"type": "string"}, "message": {"type": "string", "maxLength": 20}},
+}
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -157,6 +164,20 @@ def _new_key(db_url: str) -> str:
     return asyncio.run(run())
 
 
+async def _suggest(db_url: str, form_id: str, schema: dict[str, Any]) -> None:
+    """Append a `suggested` version, as the retention tick's inference would."""
+    conn = await connect(db_url)
+    try:
+        await conn.execute(
+            "INSERT INTO form_schemas (organization_id, form_id, version, schema, source) "
+            "SELECT organization_id, id, 1, %(schema)s, 'suggested' FROM forms "
+            "WHERE id = %(form)s",
+            {"form": form_id, "schema": json.dumps(schema)},
+        )
+    finally:
+        await conn.close()
+
+
 def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
     executable = _chromium()
     key = _new_key(db_url)
@@ -215,6 +236,36 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
             page.get_by_role("button", name="Add route").click()
         expect(page.get_by_role("cell", name="Old CRM webhook")).to_be_visible()
         page.screenshot(path=str(shots / "form.png"), full_page=True)
+
+        # Observe the schema: the select offers the API's modes and shows the one stored.
+        mode = page.locator("#schema_mode")
+        options = mode.locator("option").all_inner_texts()
+        assert options == ["off", "observe", "enforce"], options
+        expect(mode).to_have_value("off")
+        mode.select_option("observe")
+        page.get_by_role("button", name="Save settings").click()
+        expect(page.locator("#schema-mode-now")).to_have_text("observe")
+        expect(page.locator("#schema_mode")).to_have_value("observe")
+        expect(page.locator("#no-drift")).to_be_visible()
+        # Saving another setting keeps observe.
+        page.locator("#rate_max").fill("20")
+        page.get_by_role("button", name="Save settings").click()
+        expect(page.locator("#rate_max")).to_have_value("20")
+        expect(page.locator("#schema_mode")).to_have_value("observe")
+
+        # Inference suggests a schema; the owner adopts it, and the copy is current.
+        app.run(_suggest(db_url, form_id, SUGGESTION))
+        page.reload()
+        versions = page.locator("table.schema-versions tbody tr")
+        expect(versions).to_have_count(1)
+        expect(versions.first).to_contain_text("suggested")
+        page.get_by_role("button", name="Adopt version 1").click()
+        expect(versions).to_have_count(2)
+        expect(versions.first).to_contain_text("manual")
+        expect(versions.first).to_contain_text("current")
+        expect(versions.nth(1)).to_contain_text("suggested")
+        expect(versions.nth(1)).not_to_contain_text("current")
+        expect(page.locator("#schema_mode")).to_have_value("observe")
         page.goto(f"{app.url}/app/destinations")
         page.screenshot(path=str(shots / "destinations.png"), full_page=True)
 
@@ -227,6 +278,16 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         visitor.get_by_role("button", name="Send").click()
         expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
         visitor.close()
+
+        # Observed, not refused: the form page shows where the message broke the schema.
+        page.goto(f"{app.url}/app/forms/{form_id}")
+        drift = page.locator("table.drift tbody tr")
+        expect(drift).to_have_count(1)
+        expect(drift.first).to_contain_text("/message")
+        expect(drift.first).to_contain_text("maxLength")
+        assert MESSAGE not in page.content()
+        page.locator("#schema").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "form-schema.png"), full_page=True)
 
         # The inbox lists it without its values.
         page.get_by_role("link", name="Inbox").click()

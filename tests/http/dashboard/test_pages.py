@@ -249,7 +249,9 @@ async def test_forms_destinations_routes_and_alerts_through_pages(
         assert "A secret is stored" in page.text
         assert "turnstile-secret-value" not in page.text
         assert "https://www.example.com" in page.text
-        bad = await client.post(form_url, data={"csrf": token, "name": "", "accepting": "on"})
+        bad = await client.post(
+            form_url, data={"csrf": token, "name": "", "shown": '{"name": "Contact"}'}
+        )
         assert bad.status_code == 422 and "Please check the form" in bad.text
         closed = await client.post(
             f"{form_url}/accepting", data={"csrf": token, "accepting": "off"}
