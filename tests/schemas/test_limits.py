@@ -18,16 +18,7 @@ from core.schemas.limits import (
 from tests.support.api import api_client, assert_problem, error_fields
 from tests.support.builders import setup_form
 from tests.support.records import rows
-
-
-def ref_pairs(depth: int) -> dict[str, Any]:
-    """`depth` nested `anyOf` pairs of references (2^depth paths): a 1 KB exponential schema."""
-    defs: dict[str, Any] = {
-        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
-        for i in range(depth)
-    }
-    defs[f"d{depth}"] = {"type": "string", "minLength": 5}
-    return {"$ref": "#/$defs/d0", "$defs": defs}
+from tests.support.schemas import ref_pairs
 
 
 def _nested(key: str, levels: int) -> dict[str, Any]:
