@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ START_TIMEOUT = 10.0
 # has dropped one).
 _KNOWN_KEYS = 512
 _READ_LIMIT = 1024 * 1024
+# The folder holding the `core` package, first on the child's path: the child imports it
+# however this process found it (a function's task root, an installed package, a checkout).
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What stands for the violations of values that break the schema when they cannot be
 # listed (the listing ran past the check's budget, or the engine failed while listing).
@@ -62,12 +66,14 @@ class _Child:
 
     @classmethod
     async def start(cls) -> _Child:
+        path = os.pathsep.join(p for p in (_CODE_ROOT, os.environ.get("PYTHONPATH")) if p)
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "core.schemas.child",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path},
             limit=_READ_LIMIT,
         )
         child = cls(process)
