@@ -164,6 +164,7 @@ class SchemaChecker:
         except (TimeoutError, _ChildGone, ConnectionError, ValueError):
             self._busy.discard(child)
             child.kill()
+            await child.process.wait()  # reaped here, once
             if verdict:
                 # Broken for sure; the violations could not be listed within the budget.
                 return Verdict("invalid", [dict(UNLISTED)])
