@@ -11,10 +11,12 @@ deliveries, one event) at the same concurrencies: at each, `--rounds` rounds (3)
 drifting speed weighs on both alike. Prints each round's ratio, then over all rounds
 requests/s, p50/p99 latency, the Postbag/pgbench ratio, CPU per request (runner, whole
 machine) and the runner's peak RSS; then loads 1,000,000 submissions and measures
-Postbag again.
+Postbag again. `--enforce` gives the form `schema_mode='enforce'` and ENFORCED_SCHEMA, which
+every post meets (each post is then checked by the schema checker's child processes), and
+prints how the submissions were stored.
 
     .venv/bin/python tests/bench/submit.py \\
-        --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10
+        --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10 [--enforce]
 
 Not a test: speed is reported as ratios against a reference run on the same machine.
 """
@@ -64,6 +66,24 @@ def _percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# The fields every post sends (see `_drive`), as an owner would describe them: required
+# strings of bounded length, the email a checked format.
+ENFORCED_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "required": ["name", "email", "company", "phone", "subject", "message", "consent", "source"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 200},
+        "email": {"type": "string", "format": "email", "maxLength": 254},
+        "company": {"type": "string", "maxLength": 200},
+        "phone": {"type": "string", "maxLength": 40},
+        "subject": {"type": "string", "maxLength": 200},
+        "message": {"type": "string", "maxLength": 5000},
+        "consent": {"type": "string", "enum": ["yes"]},
+        "source": {"type": "string", "maxLength": 100},
+    },
+}
 
 
 # --- the load generator (a separate process) ----------------------------------------------
@@ -259,6 +279,29 @@ def setup(url: str, hook_url: str) -> dict[str, str]:
     return ids
 
 
+def enforce(url: str, ids: dict[str, str]) -> None:
+    """Make the benchmark's form check every post against ENFORCED_SCHEMA (its first
+    version, `manual`: the one `enforce` checks)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO form_schemas (organization_id, form_id, version, schema) "
+            "VALUES (%(org)s, %(form)s, 1, %(schema)s)",
+            {**ids, "schema": Jsonb(ENFORCED_SCHEMA)},
+        )
+        conn.execute("UPDATE forms SET schema_mode = 'enforce' WHERE id = %(form)s", ids)
+
+
+def submission_states(url: str) -> str:
+    """How Postbag's submissions were stored (with `--enforce`, all `accepted` when every
+    check ran: `quarantined schema_unchecked` counts checks the checker could not run)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT status, coalesce(reason, ''), count(*) FROM submissions "
+            "WHERE id NOT LIKE 'sub\\_pgb%%' GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+    return ", ".join(" ".join(str(part) for part in row if part) for row in rows)
+
+
 def load_million(url: str, ids: dict[str, str]) -> float:
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -444,6 +487,11 @@ def main() -> int:
         help="deliver from a `postbag worker` process beside the runner (as self-hosting "
         "runs it) rather than from the runner's own worker",
     )
+    parser.add_argument(
+        "--enforce",
+        action="store_true",
+        help="the form enforces ENFORCED_SCHEMA, which every post meets",
+    )
     args = parser.parse_args()
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
@@ -482,6 +530,8 @@ def main() -> int:
             except OSError:
                 time.sleep(0.1)
         ids = setup(url, hook_url)
+        if args.enforce:
+            enforce(url, ids)
         if args.worker_process:
             # Started once the runner has migrated the database.
             worker = subprocess.Popen(
@@ -555,6 +605,8 @@ def main() -> int:
             )
         print(f"runner peak RSS: {peak_rss_mb(runner.pid):.0f} MB")
         print(f"deliveries at the end: {delivery_states(url)}")
+        if args.enforce:
+            print(f"submissions (schema enforced): {submission_states(url)}")
     finally:
         receiver.terminate()
         if worker is not None:
