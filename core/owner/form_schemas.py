@@ -40,6 +40,14 @@ class SchemaFields(BaseModel):
     )
 
 
+async def _require_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
+    cur = await conn.execute(
+        queries["get_form"], {"id": form_id, "organization_id": scope.organization_id}
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no form {form_id}")
+
+
 async def _lock_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
     cur = await conn.execute(
         queries["lock_form"], {"id": form_id, "organization_id": scope.organization_id}
@@ -106,11 +114,7 @@ async def drift_summary(
 ) -> list[dict[str, Any]]:
     """The form's drift over the last DRIFT_DAYS days: path, keyword, count, first and last
     seen, the latest first."""
-    cur = await conn.execute(
-        queries["get_form"], {"id": form_id, "organization_id": scope.organization_id}
-    )
-    if await cur.fetchone() is None:
-        raise NotFound(f"no form {form_id}")
+    await _require_live_form(conn, scope, form_id)
     cur = await conn.execute(
         queries["form_drift"],
         {
@@ -128,11 +132,7 @@ async def list_schemas(
     conn: Conn, scope: OrgScope, *, form_id: str, after: int | None, limit: int
 ) -> list[dict[str, Any]]:
     """Up to `limit` schema versions of a live form after version `after`, oldest first."""
-    cur = await conn.execute(
-        queries["get_form"], {"id": form_id, "organization_id": scope.organization_id}
-    )
-    if await cur.fetchone() is None:
-        raise NotFound(f"no form {form_id}")
+    await _require_live_form(conn, scope, form_id)
     cur = await conn.execute(
         queries["list_form_schemas"],
         {

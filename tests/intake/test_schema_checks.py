@@ -172,11 +172,7 @@ async def test_suggestion__enforce_without_an_owners_schema_checks_nothing_obser
     services: Services, conn: Conn
 ) -> None:
     tenant, form = await setup_form(conn, schema_mode="enforce")
-    await conn.execute(
-        "INSERT INTO form_schemas (organization_id, form_id, version, schema, source) "
-        "VALUES (%s, %s, 1, %s, 'suggested')",
-        (tenant.org, form, '{"required": ["email"]}'),
-    )
+    await add_schema(conn, tenant, form, {"required": ["email"]}, source="suggested")
     async with submit_client(services) as client:
         assert (await _post(client, form, {"name": "Ada"})).status_code == 201
         await conn.execute("UPDATE forms SET schema_mode = 'observe' WHERE id = %s", (form,))

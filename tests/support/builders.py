@@ -73,13 +73,16 @@ async def make_form(conn: Conn, tenant: Tenant, **columns: Any) -> str:
     return str(row["id"])
 
 
-async def add_schema(conn: Conn, tenant: Tenant, form: str, schema: dict[str, Any]) -> int:
-    """The form's next schema version; returns its number."""
+async def add_schema(
+    conn: Conn, tenant: Tenant, form: str, schema: dict[str, Any], *, source: str = "manual"
+) -> int:
+    """The form's next schema version, written with SQL (past the checks a save makes, as
+    an older row could be); returns its number."""
     cur = await conn.execute(
-        "INSERT INTO form_schemas (organization_id, form_id, version, schema) "
-        "SELECT %(org)s, %(form)s, coalesce(max(version), 0) + 1, %(schema)s "
+        "INSERT INTO form_schemas (organization_id, form_id, version, schema, source) "
+        "SELECT %(org)s, %(form)s, coalesce(max(version), 0) + 1, %(schema)s, %(source)s "
         "FROM form_schemas WHERE form_id = %(form)s RETURNING version",
-        {"org": tenant.org, "form": form, "schema": json.dumps(schema)},
+        {"org": tenant.org, "form": form, "schema": json.dumps(schema), "source": source},
     )
     row = await cur.fetchone()
     assert row is not None

@@ -3,7 +3,6 @@ suggestion, and the drift summary."""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,15 +19,7 @@ SUGGESTED = {"type": "object", "properties": {"email": {"type": "string"}}}
 
 
 async def _suggest(conn: Conn, tenant: Tenant, form_id: str, schema: dict[str, Any]) -> int:
-    cur = await conn.execute(
-        "INSERT INTO form_schemas (organization_id, form_id, version, schema, source) "
-        "SELECT %(org)s, %(form)s, coalesce(max(version), 0) + 1, %(schema)s, 'suggested' "
-        "FROM form_schemas WHERE form_id = %(form)s RETURNING version",
-        {"org": tenant.org, "form": form_id, "schema": json.dumps(schema)},
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row["version"])
+    return await add_schema(conn, tenant, form_id, schema, source="suggested")
 
 
 def _version_rows(html: str) -> dict[int, str]:
