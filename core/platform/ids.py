@@ -18,6 +18,13 @@ def is_id(value: str, prefix: str) -> bool:
     return value.startswith(f"{prefix}_") and _SHAPE.fullmatch(value) is not None
 
 
+def id_pattern(prefix: str) -> str:
+    """The regular expression of an id made by `new_id(prefix)` (for a model's field)."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return rf"^{prefix}_[{_ALPHABET}]{{{ID_LENGTH}}}$"
+
+
 def new_id(prefix: str, *, now_ms: int | None = None) -> str:
     """Return a new id for `prefix`; ids made later sort after ids made earlier."""
     if prefix not in PREFIXES:

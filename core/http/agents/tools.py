@@ -27,6 +27,7 @@ from core.http.v1.forms import Form
 from core.http.v1.shared import Page
 from core.http.v1.submissions import SubmissionSummary
 from core.http.v1.usage import Usage
+from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from core.platform.vocabulary import AlertStatus, DeliveryStatus, SchemaMode, SubmissionStatus
 
@@ -43,7 +44,18 @@ ERASE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
-Id = Annotated[str, Field(min_length=1, max_length=64)]
+
+# Arguments naming one object: only an id of its kind's shape reaches a `/v1` path or query
+# (never `../keys` or `x?y`, whatever a prompt asked the assistant to send).
+FormId = Annotated[str, Field(pattern=id_pattern("frm"), description="a form id (frm_…)")]
+SubmissionId = Annotated[
+    str, Field(pattern=id_pattern("sub"), description="a submission id (sub_…)")
+]
+DeliveryId = Annotated[str, Field(pattern=id_pattern("dlv"), description="a delivery id (dlv_…)")]
+DestinationId = Annotated[
+    str, Field(pattern=id_pattern("dst"), description="a destination id (dst_…)")
+]
+AlertId = Annotated[str, Field(pattern=id_pattern("alr"), description="an alert id (alr_…)")]
 Cursor = Annotated[
     str | None, Field(description="`next_cursor` of the previous page", max_length=512)
 ]
@@ -78,7 +90,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         )
 
     @server.tool(annotations=READ)
-    async def get_form(form_id: Id) -> Form:
+    async def get_form(form_id: FormId) -> Form:
         """One form's settings, submit URL and HTML snippet."""
         return Form.model_validate(await call("GET", f"/forms/{form_id}"))
 
@@ -114,7 +126,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
 
     @server.tool(annotations=READ)
     async def list_submissions(
-        form_id: Annotated[str | None, Field(description="only this form's")] = None,
+        form_id: FormId | None = None,
         status: SubmissionStatus | None = None,
         since: Annotated[datetime | None, Field(description="received at or after")] = None,
         cursor: Cursor = None,
@@ -133,13 +145,13 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         )
 
     @server.tool(annotations=READ)
-    async def get_submission(submission_id: Id) -> dict[str, Any]:
+    async def get_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """One submission: its values (unless erased or expired), files and delivery lines."""
         found: dict[str, Any] = await call("GET", f"/submissions/{submission_id}")
         return found
 
     @server.tool(annotations=READ)
-    async def export_submissions(form_id: Id) -> Export:
+    async def export_submissions(form_id: FormId) -> Export:
         """A form's submissions as CSV text (formula-safe cells)."""
         try:
             text = await api().text("/submissions/export.csv", params={"form": form_id})
@@ -149,20 +161,20 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         return Export(form=form_id, rows=rows, csv=text)
 
     @server.tool(annotations=ERASE)
-    async def erase_submission(submission_id: Id) -> dict[str, Any]:
+    async def erase_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """Erase a submission's values and files now, for good; unsent deliveries are skipped."""
         erased: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/erase")
         return erased
 
     @server.tool(annotations=WRITE)
-    async def release_submission(submission_id: Id) -> dict[str, Any]:
+    async def release_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """Deliver a quarantined or spam submission anyway: it becomes accepted and the form's
         live routes each deliver it once (a second release is refused: already_released)."""
         released: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/release")
         return released
 
     @server.tool(annotations=WRITE)
-    async def mark_submission_spam(submission_id: Id) -> dict[str, Any]:
+    async def mark_submission_spam(submission_id: SubmissionId) -> dict[str, Any]:
         """Mark a submission as spam: its deliveries not yet sent are skipped."""
         marked: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/spam")
         return marked
@@ -170,8 +182,8 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
     @server.tool(annotations=READ)
     async def list_deliveries(
         status: DeliveryStatus | None = None,
-        destination_id: Annotated[str | None, Field(description="only to this destination")] = None,
-        submission_id: Annotated[str | None, Field(description="only of this submission")] = None,
+        destination_id: DestinationId | None = None,
+        submission_id: SubmissionId | None = None,
         cursor: Cursor = None,
         limit: Limit = DEFAULT_LIMIT,
     ) -> Page[Delivery]:
@@ -186,13 +198,13 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         return Page[Delivery].model_validate(await call("GET", "/deliveries", params=params))
 
     @server.tool(annotations=READ)
-    async def get_delivery(delivery_id: Id) -> dict[str, Any]:
+    async def get_delivery(delivery_id: DeliveryId) -> dict[str, Any]:
         """One delivery with every attempt (outcome, status code, excerpt)."""
         found: dict[str, Any] = await call("GET", f"/deliveries/{delivery_id}")
         return found
 
     @server.tool(annotations=WRITE)
-    async def retry_delivery(delivery_id: Id) -> dict[str, Any]:
+    async def retry_delivery(delivery_id: DeliveryId) -> dict[str, Any]:
         """Queue a failed, dead or skipped delivery again now (same id, same content)."""
         queued: dict[str, Any] = await call("POST", f"/deliveries/{delivery_id}/retry")
         return queued
@@ -230,7 +242,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         return Page[Alert].model_validate(await call("GET", "/alerts", params=params))
 
     @server.tool(annotations=WRITE)
-    async def acknowledge_alert(alert_id: Id) -> dict[str, Any]:
+    async def acknowledge_alert(alert_id: AlertId) -> dict[str, Any]:
         """Acknowledge an alert; the next failure of its subject opens a new one."""
         acknowledged: dict[str, Any] = await call("POST", f"/alerts/{alert_id}/ack")
         return acknowledged

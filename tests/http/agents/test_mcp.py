@@ -167,6 +167,61 @@ async def test_mcp_http__a_second_organization_sees_nothing_of_the_first(world: 
     assert still.json()["values_state"] == "present"
 
 
+ID_ARGUMENTS = [
+    ("get_form", "form_id"),
+    ("export_submissions", "form_id"),
+    ("list_submissions", "form_id"),
+    ("get_submission", "submission_id"),
+    ("erase_submission", "submission_id"),
+    ("release_submission", "submission_id"),
+    ("mark_submission_spam", "submission_id"),
+    ("list_deliveries", "submission_id"),
+    ("list_deliveries", "destination_id"),
+    ("get_delivery", "delivery_id"),
+    ("retry_delivery", "delivery_id"),
+    ("acknowledge_alert", "alert_id"),
+]
+
+
+async def test_mcp_http__every_id_argument_is_in_the_table(world: World) -> None:
+    # Guards the table below: every argument named like an id is there.
+    async with over_http(world, world.acme.key) as client:
+        tools = (await client.list_tools()).tools
+    named = {
+        (tool.name, argument)
+        for tool in tools
+        for argument in tool.input_schema["properties"]
+        if argument.endswith("_id")
+    }
+    assert named == set(ID_ARGUMENTS)
+
+
+@pytest.mark.parametrize(
+    ("tool", "argument"), ID_ARGUMENTS, ids=[f"{t}.{a}" for t, a in ID_ARGUMENTS]
+)
+async def test_mcp_http__path_like_ids_are_refused_before_any_call(
+    world: World, tool: str, argument: str
+) -> None:
+    # What a prompt injection hidden in a submission could ask an assistant to send.
+    attacks = [
+        f"../submissions/{world.submission}/erase?",
+        "../keys",
+        f"{world.submission}/erase",
+        f"{world.submission}?x=1",
+        "frm_" + "0" * 26 + "/../../keys",
+    ]
+    async with over_http(world, world.acme.key) as client:
+        for value in attacks:
+            result = await client.call_tool(tool, {argument: value})
+            assert result.is_error, (tool, value)
+            assert "pattern" in text_of(result), text_of(result)
+            assert "pb_" not in text_of(result) and "key_" not in text_of(result)
+    still = httpx.get(
+        f"{world.url}/v1/submissions/{world.submission}", headers=world.acme.headers, timeout=10
+    )
+    assert still.json()["values_state"] == "present"
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer pb_unknown", "Basic YTpi"])
 def test_mcp_http__without_a_live_key_is_401(world: World, authorization: str | None) -> None:
     headers = {"Accept": "application/json, text/event-stream"}
