@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from core.platform.db import Conn
+from core.platform.ids import new_id
 from tests.support.builders import make_tenant
 from tests.support.cli import subprocess_env
 from tests.support.lambdas import FakeContext, invoke, load_event
@@ -141,7 +142,7 @@ async def test_mcp_http__api_refusals_are_tool_errors_carrying_the_problem_code(
     world: World,
 ) -> None:
     async with over_http(world, world.acme.key) as client:
-        missing = await client.call_tool("get_form", {"form_id": "frm_missing"})
+        missing = await client.call_tool("get_form", {"form_id": new_id("frm")})
         invalid = await client.call_tool(
             "create_form", {"name": "Bad", "allowed_origins": ["not an origin"]}
         )
@@ -285,7 +286,7 @@ async def test_mcp_stdio__postbag_mcp_serves_the_tools_as_a_client_of_the_url(
         tools = {tool.name for tool in (await client.list_tools()).tools}
         listed = await call(client, "list_submissions", form_id=world.form)
         created = await call(client, "create_form", name="From stdio")
-        missing = await client.call_tool("get_delivery", {"delivery_id": "dlv_missing"})
+        missing = await client.call_tool("get_delivery", {"delivery_id": new_id("dlv")})
     assert tools == READ_TOOLS | WRITE_TOOLS
     assert world.submission in [row["id"] for row in listed["data"]]
     assert missing.is_error and "not_found:" in text_of(missing)
