@@ -26,7 +26,7 @@ from core.destinations.http import close_shared_client
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.platform.services import Services
-from tests.support.databases import create_database, database_url, drop_database
+from tests.support.databases import Clones, create_database, database_url, drop_database
 from tests.support.settings import SENDER, built_services
 
 SES_REGION = "eu-west-1"
@@ -82,12 +82,19 @@ def template_name(admin_url: str) -> Iterator[str]:
     drop_database(admin_url, name)
 
 
+@pytest.fixture(scope="session")
+def clones(admin_url: str, template_name: str) -> Iterator[Clones]:
+    """Clones of the template, made ahead and dropped behind the tests on a thread."""
+    with Clones(admin_url, template_name) as made:
+        yield made
+
+
 @pytest.fixture
-def db_url(admin_url: str, template_name: str) -> Iterator[str]:
+def db_url(admin_url: str, clones: Clones) -> Iterator[str]:
     """A fresh migrated database of this test's own, dropped afterwards."""
-    name = create_database(admin_url, template=template_name)
+    name = clones.take()
     yield database_url(admin_url, name)
-    drop_database(admin_url, name)
+    clones.drop(name)
 
 
 @pytest.fixture
