@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,23 +27,43 @@ from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.platform.services import Services
 from core.schemas.checker import close_schema_checker
-from tests.support.databases import create_database, database_url, drop_database
+from tests.support.databases import Clones, create_database, database_url, drop_database
 from tests.support.settings import SENDER, built_services
 
 SES_REGION = "eu-west-1"
 
 
 @pytest.fixture(scope="session")
-def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
     url = os.environ.get("POSTBAG_TEST_DATABASE_URL")
     if url:
         yield url
         return
     from pgserver import get_server
 
-    server = get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    # pytest-xdist's workers share one embedded server: each joins it by its data directory,
+    # named by the run, and the last one to leave stops it and deletes the directory.
+    run = getattr(request.config, "workerinput", {}).get("testrunuid") or uuid.uuid4().hex
+    home = Path(tempfile.gettempdir()) / f"postbag-test-pg-{run}"
+    home.mkdir(mode=0o755, exist_ok=True)
+    server = get_server(home / "data", cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_home() -> Iterator[Path]:
+    """A folder for an embedded PostgreSQL of the test's own, readable by others.
+
+    Run as root, pgserver runs PostgreSQL as the user `pgserver`, which must reach the data
+    directory. Not under pytest's temporary tree: every pytest that starts (another worker,
+    another checkout's run) makes that tree private to its owner again.
+    """
+    home = Path(tempfile.mkdtemp(prefix="postbag-test-home-"))
+    home.chmod(0o755)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -61,12 +83,19 @@ def template_name(admin_url: str) -> Iterator[str]:
     drop_database(admin_url, name)
 
 
+@pytest.fixture(scope="session")
+def clones(admin_url: str, template_name: str) -> Iterator[Clones]:
+    """Clones of the template, made ahead and dropped behind the tests on a thread."""
+    with Clones(admin_url, template_name) as made:
+        yield made
+
+
 @pytest.fixture
-def db_url(admin_url: str, template_name: str) -> Iterator[str]:
+def db_url(admin_url: str, clones: Clones) -> Iterator[str]:
     """A fresh migrated database of this test's own, dropped afterwards."""
-    name = create_database(admin_url, template=template_name)
+    name = clones.take()
     yield database_url(admin_url, name)
-    drop_database(admin_url, name)
+    clones.drop(name)
 
 
 @pytest.fixture

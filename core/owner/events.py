@@ -1,42 +1,16 @@
-"""The organization's event stream: append-only rows with ascending ids."""
+"""Reading the organization's event stream: append-only rows with ascending ids.
+
+Events are written by the statement that makes the change they record (a submit, a
+release, a delivery's outcome…), inside its transaction; nothing here writes one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
-
-from psycopg.types.json import Jsonb
 
 from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-
-
-@scoped
-async def record_event(
-    conn: Conn,
-    scope: OrgScope,
-    *,
-    type: str,
-    subject_id: str | None,
-    data: Mapping[str, Any],
-    now: datetime | None = None,
-) -> int:
-    """Append an event (inside the caller's transaction); returns its id."""
-    cur = await conn.execute(
-        queries["insert_event"],
-        {
-            "organization_id": scope.organization_id,
-            "type": type,
-            "subject_id": subject_id,
-            "data": Jsonb(dict(data)),
-            "now": now,
-        },
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row["id"])
 
 
 @scoped

@@ -6,9 +6,3 @@ SELECT id, type, subject_id, data, created_at
  ORDER BY id
  LIMIT %(limit)s
 
--- name: insert_event
--- Append one event to the organization's stream.
-INSERT INTO events (organization_id, type, subject_id, data, created_at)
-VALUES (%(organization_id)s, %(type)s, %(subject_id)s, %(data)s,
-        coalesce(%(now)s::timestamptz, now()))
-RETURNING id

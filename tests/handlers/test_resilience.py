@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,12 @@ from tests.support.settings import TEST_SECRET_KEY
 
 @pytest.mark.slow
 def test_submit_handler__survives_a_postgres_restart_between_invocations(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pgserver import get_server
     from pgserver._commands import pg_ctl
 
-    os.chmod(tmp_path, 0o755)
-    server = get_server(tmp_path / "pg", cleanup_mode="delete")
+    server = get_server(pg_home / "pg", cleanup_mode="delete")
     try:
         url = server.get_uri()
 

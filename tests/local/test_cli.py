@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
@@ -108,11 +107,10 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 
 @pytest.mark.slow
 def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
-    tmp_path: Path,
+    pg_home: Path,
 ) -> None:
-    os.chmod(tmp_path, 0o755)
     port = _free_port()
-    first = _start_dev(tmp_path, port)
+    first = _start_dev(pg_home, port)
     try:
         response = _wait_healthy(first, port)
     finally:
@@ -121,9 +119,9 @@ def test_dev__embedded_postgres_serves_health_stops_on_sigint_and_restarts(
     assert response.json()["database"] is True
     assert re.search(r"API key +pb_", out)
     assert "the database is an embedded PostgreSQL" in out  # dev says which defaults it took
-    assert (tmp_path / ".postbag" / "pg" / "PG_VERSION").exists()
+    assert (pg_home / ".postbag" / "pg" / "PG_VERSION").exists()
 
-    second = _start_dev(tmp_path, port)
+    second = _start_dev(pg_home, port)
     try:
         again = _wait_healthy(second, port)
         v1 = httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=5)

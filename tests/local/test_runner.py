@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import shlex
 import signal
@@ -67,12 +66,11 @@ def _dead_pid() -> int:
 
 @pytest.mark.slow
 def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm_stops_postgres(
-    tmp_path: Path,
+    pg_home: Path,
 ) -> None:
-    os.chmod(tmp_path, 0o755)
-    pgdata = tmp_path / ".postbag" / "pg"
+    pgdata = pg_home / ".postbag" / "pg"
     port = free_port()
-    proc = _start(tmp_path, port)
+    proc = _start(pg_home, port)
     try:
         printed = Output(proc).until("Postbag is listening")
         _wait_healthy(proc, port)
@@ -113,13 +111,12 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
 
 @pytest.mark.slow
 def test_dev__sighup_stops_postgres_though_dead_processes_are_left_in_its_handle_list(
-    tmp_path: Path,
+    pg_home: Path,
 ) -> None:
-    os.chmod(tmp_path, 0o755)
-    pgdata = tmp_path / ".postbag" / "pg"
+    pgdata = pg_home / ".postbag" / "pg"
     handles = pgdata / ".handle_pids.json"
     port = free_port()
-    first = _start(tmp_path, port)
+    first = _start(pg_home, port)
     try:
         _wait_healthy(first, port)
     finally:
@@ -127,7 +124,7 @@ def test_dev__sighup_stops_postgres_though_dead_processes_are_left_in_its_handle
     assert _postgres_pids(pgdata) == []
     # A process killed without its exit hook (kill -9) leaves its pid behind ...
     handles.write_text(json.dumps([_dead_pid()]))
-    second = _start(tmp_path, port)
+    second = _start(pg_home, port)
     try:
         assert _wait_healthy(second, port).status_code == 200
         # ... and so does one killed while the runner is up.

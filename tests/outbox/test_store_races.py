@@ -79,6 +79,25 @@ async def test_races__a_late_answer_of_an_expired_claim_is_fenced(
     assert await cur.fetchone() == {"health": "healthy", "consecutive_failures": 0}
 
 
+async def _only_connection(conn: Conn) -> None:
+    """Wait until `conn` is the only connection to its database.
+
+    A process killed by SIGKILL leaves its backends running what they had started: a COMMIT
+    sent just before the kill still commits. Counted before they exit, the rows they write
+    are counted on the wrong side (a busy machine made it happen).
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        cur = await conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        if await cur.fetchone() == {"n": 0}:
+            return
+        assert time.monotonic() < deadline, "the killed worker's backends are still running"
+        await asyncio.sleep(0.02)
+
+
 async def test_races__kill_9_mid_pass_loses_nothing(
     services: Services, conn: Conn, db_url: str
 ) -> None:
@@ -96,6 +115,7 @@ async def test_races__kill_9_mid_pass_loses_nothing(
             await asyncio.sleep(0.01)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+        await _only_connection(conn)
         cur = await conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'sending') AS sending,"
             " count(*) FILTER (WHERE status = 'sent') AS sent FROM deliveries"

@@ -178,7 +178,24 @@ async def _suggest(db_url: str, form_id: str, schema: dict[str, Any]) -> None:
         await conn.close()
 
 
-def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
+# Every Playwright call waits at most this long (actions, navigations, launch), and the
+# test as a whole at most TEST_SECONDS (it takes 10-20 s): a browser that stops answering
+# fails the test with its stack instead of holding a worker until the suite's limit.
+CALL_MS = 20_000
+TEST_SECONDS = 180
+
+
+@pytest.fixture
+def expect() -> Iterator[Any]:
+    """Playwright's `expect`, each assertion waiting up to CALL_MS (its default is 5 s, less
+    than a busy machine takes to start Swagger UI)."""
+    sync_api.expect.set_options(timeout=CALL_MS)
+    yield sync_api.expect
+    sync_api.expect.set_options(timeout=None)
+
+
+@pytest.mark.timeout(TEST_SECONDS)
+def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path, expect: Any) -> None:
     executable = _chromium()
     key = _new_key(db_url)
     shots = tmp_path / "shots"
@@ -190,8 +207,12 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         other_origin() as site,
         sync_api.sync_playwright() as pw,
     ):
-        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS, timeout=CALL_MS
+        )
         context = browser.new_context()
+        context.set_default_timeout(CALL_MS)
+        context.set_default_navigation_timeout(CALL_MS)
         # Every page of every tab reports what its Content-Security-Policy blocked.
         violations: list[str] = []
         context.on(
@@ -204,7 +225,6 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path) -> None:
         )
         page = context.new_page()
         page.set_viewport_size({"width": 1200, "height": 900})
-        expect = sync_api.expect
 
         # Sign in with the API key.
         page.goto(f"{app.url}/app")

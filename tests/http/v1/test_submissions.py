@@ -290,6 +290,9 @@ async def test_submissions__export_of_a_large_form_does_not_hold_the_event_loop(
     assert response.status_code == 200
     assert response.text.count("\n") == 3001
     # The loop kept turning while 6 batches of 500 rows of 200 fields were written (each
-    # about 0.3 s of CPU: on the loop, that was 6 stalls of 0.3 s).
-    stalled = sum(lag for lag in lags if lag > 0.05)
+    # about 0.3 s of CPU: on the loop, that was 6 stalls of 0.3 s, and one alone fails
+    # this). A stall is a wake-up over 0.15 s late: on a machine running more processes than
+    # it has cores (the suite in parallel) the loop's thread waits its turn for up to ~0.1 s
+    # many times over, which is the scheduler, not the export.
+    stalled = sum(lag for lag in lags if lag > 0.15)
     assert stalled < 0.3, f"the event loop stalled {stalled:.3f} s, worst {max(lags):.3f} s"
