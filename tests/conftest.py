@@ -8,6 +8,7 @@ Below the harness, the fixtures more than one folder of tests asks for.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -42,14 +43,17 @@ def admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
     from pgserver import get_server
 
     # pytest-xdist's workers share one embedded server: each joins it by its data directory,
-    # named by the run, and the last one to leave stops it and deletes the directory.
+    # named by the run, and the last one to leave stops it. That one also deletes the folder
+    # (pgserver's own "delete" mode raced between two workers leaving at once).
     run = getattr(request.config, "workerinput", {}).get("testrunuid") or uuid.uuid4().hex
     home = Path(tempfile.gettempdir()) / f"postbag-test-pg-{run}"
     home.mkdir(mode=0o755, exist_ok=True)
-    server = get_server(home / "data", cleanup_mode="delete")
+    server = get_server(home / "data", cleanup_mode="stop")
     yield server.get_uri()
     server.cleanup()
-    shutil.rmtree(home, ignore_errors=True)
+    handles = home / "data" / ".handle_pids.json"
+    if handles.exists() and json.loads(handles.read_text(encoding="utf-8")) == []:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture
