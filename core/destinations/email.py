@@ -22,10 +22,12 @@ from pydantic import EmailStr, Field
 
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.text import message
+from core.destinations.text import cut, message
 from core.platform.logs import log
 from core.platform.settings import Settings
 
+# What the log provider prints of a message's text (a log line is not a mailbox).
+LOG_TEXT_CHARS = 2_000
 # SES answers that mean "later", not "never".
 _SES_RETRYABLE = frozenset(
     {
@@ -141,7 +143,7 @@ class EmailAdapter(BaseAdapter):
                 "email not sent (POSTBAG_EMAIL_PROVIDER=log)",
                 extra={
                     "delivery_id": ctx.delivery_id,
-                    "detail": {"to": to, "subject": subject, "text": text},
+                    "detail": {"to": to, "subject": subject, "text": cut(text, LOG_TEXT_CHARS)},
                 },
             )
             return Result(ok=False, skip_reason="email_log_only")

@@ -48,7 +48,7 @@ class TelegramAdapter(BaseAdapter):
     ) -> Result:
         if not ctx.secret:
             return Result(ok=False, retryable=False, error_class="secret_missing")
-        subject, text = message(payload, ctx.template)
+        subject, text = message(payload, ctx.template, limit=MAX_TEXT)
         body = {
             "chat_id": target.get("chat_id"),
             "text": f"{subject}\n\n{text}"[:MAX_TEXT],

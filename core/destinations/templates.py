@@ -19,19 +19,51 @@ def template_errors(text: str) -> list[str]:
     return []
 
 
-def format_value(value: Any) -> str:
-    """A value as plain text: booleans `Yes`/`No`, empty `—`, lists joined by commas."""
+def format_value(value: Any, limit: int | None = None) -> str:
+    """A value as plain text: booleans `Yes`/`No`, empty `—`, lists joined by commas; at
+    most `limit` characters, a list's items formatted only while there is room."""
     if value is True:
-        return "Yes"
-    if value is False:
-        return "No"
-    if value is None or value == "" or value == []:
-        return "—"
-    if isinstance(value, list):
-        return ", ".join(format_value(item) for item in value)
-    return str(value)
+        text = "Yes"
+    elif value is False:
+        text = "No"
+    elif value is None or value == "" or value == []:
+        text = "—"
+    elif isinstance(value, list):
+        parts: list[str] = []
+        size = 0
+        for item in value:
+            if limit is not None and size >= limit:
+                break
+            separator = 2 if parts else 0
+            room = None if limit is None else max(limit - size - separator, 0)
+            part = format_value(item, room)
+            parts.append(part)
+            size += separator + len(part)
+        text = ", ".join(parts)
+    else:
+        text = str(value)
+    return text if limit is None else text[:limit]
 
 
-def render(text: str, values: Mapping[str, Any]) -> str:
-    """Replace each `{{field}}` with the field's value as plain text (`—` when missing)."""
-    return _PLACEHOLDER.sub(lambda match: format_value(values.get(match.group(1))), text)
+def render(text: str, values: Mapping[str, Any], limit: int) -> str:
+    """Replace each `{{field}}` with the field's value as plain text (`—` when missing),
+    stopping once the output holds `limit` characters: a template that names a long value
+    2,000 times costs its output, never 2,000 copies of the value."""
+    out: list[str] = []
+    room = limit
+    at = 0
+    for match in _PLACEHOLDER.finditer(text):
+        literal = text[at : match.start()][:room]
+        out.append(literal)
+        room -= len(literal)
+        if room <= 0:
+            break
+        value = format_value(values.get(match.group(1)), room)
+        out.append(value)
+        room -= len(value)
+        if room <= 0:
+            break
+        at = match.end()
+    else:
+        out.append(text[at:][:room])
+    return "".join(out)

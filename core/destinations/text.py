@@ -15,6 +15,10 @@ from typing import Any
 from core.destinations.templates import format_value, render
 
 DEFAULT_SUBJECT = "New form submission"
+# The longest text and subject rendered for any destination (an email's body; a chat
+# service cuts further): rendering stops there, it never renders and then cuts.
+TEXT_CHARS = 100_000
+SUBJECT_CHARS = 998
 # Levels of lists and objects inside a field's value that the text shows.
 MAX_DEPTH = 8
 CUT = "…"
@@ -67,8 +71,11 @@ def one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> tuple[str, str]:
-    """The subject and text: the route's `{{field}}` templates, or the default message."""
+def message(
+    payload: Mapping[str, Any], template: Mapping[str, Any] | None, *, limit: int = TEXT_CHARS
+) -> tuple[str, str]:
+    """The subject and text: the route's `{{field}}` templates (the text rendered up to
+    `limit` characters), or the default message."""
     template = template or {}
     values = _field_values(payload)
     if payload.get("event") == "form.digest" and isinstance(payload.get("text"), str):
@@ -76,12 +83,12 @@ def message(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> t
     subject = template.get("subject")
     text = template.get("text")
     return (
-        one_line(render(subject, values))
+        one_line(render(subject, values, min(limit, SUBJECT_CHARS)))
         if isinstance(subject, str) and subject
         else DEFAULT_SUBJECT,
-        render(text, values)
+        render(text, values, limit)
         if isinstance(text, str) and text
-        else "\n".join(default_lines(payload, template)),
+        else "\n".join(default_lines(payload, template))[:limit],
     )
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import tracemalloc
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -184,6 +185,28 @@ async def test_discord__long_values_are_cut_within_discords_limits(
     assert lines[2] == "q0: " + "y" * 1023 + "…"
     assert len(description) == 4096 and description.endswith("…")
     assert len(embed["title"]) + len(description) + len(embed["footer"]["text"]) <= 6000
+
+
+async def test_discord__a_template_repeating_a_long_value_renders_only_its_output(
+    services: Services, conn: Conn
+) -> None:
+    # 2,000 placeholders of a 250 KB value: rendered in full, half a gigabyte per attempt.
+    values = {"story": "x" * 250_000}
+    template = {"text": "{{story}} " * 2_000, "field_order": ["story"], "form_name": "Contact"}
+    with receiver(status(204)) as peer:
+        _, dlv = await make_chat_delivery(
+            conn, "discord", peer.url + HOOK, values, template=template
+        )
+        tracemalloc.start()
+        try:
+            await Deliverer(services, options=FAST).run_pass(now=utcnow(), budget=5)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (await delivery(conn, dlv))["status"] == "sent"
+    description = _embed(peer.requests[0])["description"]
+    assert len(description) == 4096 and description.startswith("x" * 4000)
+    assert peak < 20 * 1024 * 1024, f"{peak / 1e6:.0f} MB while sending"
 
 
 DISCORD_404 = json.dumps({"message": "Unknown Webhook", "code": 10015}).encode()
