@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 MAX_URL_LENGTH = 2048
+# Control characters and white space, anywhere in a URL (CR/LF could split a request line).
+_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
+# A host name: labels of letters, digits, hyphens and underscores (a name in another script
+# is checked in its IDNA `xn--` form); an IP literal passes through `ipaddress` instead.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?")
 
 
 def check_target_url(value: str, *, allow_private: bool) -> str:
@@ -52,12 +58,20 @@ def check_target_url(value: str, *, allow_private: bool) -> str:
     private address. Raises ValueError with the rule, never the value."""
     if len(value) > MAX_URL_LENGTH:
         raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
-    parts = urlsplit(value)
+    if _UNSAFE.search(value):
+        raise ValueError("must not contain spaces or control characters (encode them: %20)")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - parsing the port refuses a malformed one
+    except ValueError:
+        raise ValueError("must be a well-formed URL") from None
     allowed = ("https", "http") if allow_private else ("https",)
     if parts.scheme not in allowed:
         raise ValueError("must be an https:// URL")
     if not parts.hostname:
         raise ValueError("must name a host")
+    if not _is_ip(parts.hostname) and not _HOST_NAME.fullmatch(_ascii_host(parts.hostname)):
+        raise ValueError("must name a host by its DNS name (letters, digits, hyphens) or address")
     if parts.username is not None or parts.password is not None:
         raise ValueError("must not contain a user name or password")
     if not allow_private:
@@ -68,6 +82,22 @@ def check_target_url(value: str, *, allow_private: bool) -> str:
         if address is not None and refused(address):
             raise ValueError("must not target a private, loopback or link-local address")
     return value
+
+
+def _ascii_host(host: str) -> str:
+    """The host in ASCII (IDNA for a name in another script); '' when it has no such form."""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ""
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def url_origin(url: str) -> str:
@@ -140,11 +170,12 @@ async def pin(url: str, *, resolver: Resolver, allow_private: bool) -> PinnedTar
     Raises TargetRefused when the host or any address it resolves to is not public, and
     ResolutionFailed when it does not resolve. With `allow_private` nothing is checked.
     """
+    try:
+        # The rule a URL is saved under; a row saved before a rule existed meets it here.
+        check_target_url(url, allow_private=True)
+    except ValueError as exc:
+        raise TargetRefused(str(exc)) from None
     parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise TargetRefused("not an http(s) URL")
-    if parts.username is not None or parts.password is not None:
-        raise TargetRefused("user info in the URL")
     if allow_private:
         return PinnedTarget(url, None, None)
     if parts.scheme != "https":

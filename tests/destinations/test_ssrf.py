@@ -83,6 +83,9 @@ def test_refused__public_addresses_pass(address: str) -> None:
         "https://[::ffff:127.0.0.1]/h",
         "http://example.com/h",
         "https://user:pw@example.com/h",
+        "https://example.com/h\r\nX-Injected: 1",
+        "https://exa mple.com/h",
+        "https://ex%0aample.com/h",
     ],
 )
 async def test_pin__refuses_literal_and_unsafe_urls(url: str) -> None:

@@ -203,6 +203,22 @@ async def test_destination_test__refused_private_target(services: Services, conn
     assert answer.status_code == 422
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["https://example.com/h\r\nX-Injected: 1", "https://exa mple.com/h", "https://e.com:0x1/"],
+)
+async def test_destination_test__a_malformed_stored_url_is_refused_not_a_500(
+    services: Services, conn: Conn, url: str
+) -> None:
+    # Saved before URLs were parsed strictly (an upgraded database): written with SQL.
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, _ = await make_route_to(conn, tenant, form, config={"url": url})
+    async with api_client(services, tenant.key) as api:
+        answer = await api.post(f"/v1/destinations/{dst}/test")
+    assert answer.status_code == 422, answer.text
+    assert "Injected" not in answer.text
+
+
 async def test_destination_test__answers_status_and_class_not_the_body(
     services: Services, conn: Conn
 ) -> None:

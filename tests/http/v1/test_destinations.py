@@ -222,6 +222,22 @@ INVALID_DESTINATIONS: list[tuple[str, dict[str, Any], str, str]] = [
         "invalid_config",
         "config.url",
     ),
+    *[
+        (
+            f"webhook {what}",
+            {**WEBHOOK, "config": {"url": url}},
+            "invalid_config",
+            "config.url",
+        )
+        for what, url in [
+            ("CR/LF", "https://example.com/h\r\nX-Injected: 1"),
+            ("space in host", "https://exa mple.com/h"),
+            ("space in path", "https://example.com/a b"),
+            ("tab", "https://example.com\t/h"),
+            ("encoded newline in host", "https://ex%0aample.com/h"),
+            ("bad port", "https://example.com:99999/h"),
+        ]
+    ],
     (
         "webhook unknown key",
         {**WEBHOOK, "config": {"url": "https://example.com/h", "x": 1}},
