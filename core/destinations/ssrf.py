@@ -180,7 +180,7 @@ async def pin(url: str, *, resolver: Resolver, allow_private: bool) -> PinnedTar
         return PinnedTarget(url, None, None)
     if parts.scheme != "https":
         raise TargetRefused("only https:// targets are allowed")
-    host = parts.hostname
+    host = parts.hostname or ""  # never empty: the rule above requires a host
     port = parts.port or 443
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)

@@ -80,19 +80,23 @@ class ReadableFormatter(JsonFormatter):
     def format(self, record: logging.LogRecord) -> str:
         line = json.loads(super().format(record))
         clock = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
-        head = f"{clock} {line.pop('level'):<7} {line.pop('message')}"
+        text = str(line.pop("message"))
+        head = f"{clock} {line.pop('level'):<7} {text if text.isprintable() else json.dumps(text)}"
         error = line.pop("error", None)
         for key in ("time", "logger"):
             line.pop(key)
         if record.name != log.name:
             line["from"] = record.name
         fields = " ".join(f"{key}={_value(value)}" for key, value in line.items())
-        text = f"{head}  {fields}" if fields else head
-        return f"{text}\n{error}" if error else text
+        shown = f"{head}  {fields}" if fields else head
+        return f"{shown}\n{error}" if error else shown
 
 
 def _value(value: Any) -> str:
-    return value if isinstance(value, str) and value and " " not in value else json.dumps(value)
+    """A field as the terminal shows it: a plain word as is, anything else as JSON, so a
+    visitor's newline or ANSI escape is printed escaped, never acted on by the terminal."""
+    plain = isinstance(value, str) and value.isprintable() and value and " " not in value
+    return str(value) if plain else json.dumps(value)
 
 
 def configure_logging(level: str = "INFO", *, readable: bool = False) -> None:
