@@ -63,3 +63,18 @@ def test_logs__a_tick_pass_that_did_nothing_is_not_logged_at_info(db_url: str) -
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["claimed"] == 0
     assert "tick pass" not in result.stderr
+
+
+def test_logs__terminal_lines_escape_control_characters_in_values() -> None:
+    import logging
+
+    from core.platform.logs import ReadableFormatter
+
+    hostile = "x\x1b[2J\rFAKE\nline\x07"
+    record = logging.LogRecord("postbag", logging.INFO, __file__, 1, "seen %s", (hostile,), None)
+    record.__dict__.update({"detail": {"text": hostile}, "form_id": "frm_plain"})
+    line = ReadableFormatter().format(record)
+    assert "\x1b" not in line and "\r" not in line and "\n" not in line and "\x07" not in line
+    assert json.dumps("seen " + hostile) in line
+    assert "text=" + json.dumps(hostile) in line
+    assert "form_id=frm_plain" in line
