@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, compile_path
 
@@ -163,12 +163,22 @@ def install_problem_handlers(app: Starlette) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return http_error_response(exc, request)
 
+    async def on_client_gone(request: Request, _exc: Exception) -> JSONResponse:
+        # Not an error of ours: the client closed the connection mid-body. Nobody reads
+        # the answer; the line says it happened, without a traceback.
+        log.info(
+            "client went away before its body was read",
+            extra={"detail": {"path": request.url.path}},
+        )
+        return problem_for(MalformedBody("the connection closed before the body ended"))
+
     async def on_unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected error", exc_info=exc)
         return problem(500, "internal_error", "an unexpected error happened; it was logged")
 
     app.add_exception_handler(PostbagError, on_postbag_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(ClientDisconnect, on_client_gone)
     app.add_exception_handler(Exception, on_unexpected_error)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -94,4 +95,34 @@ async def test_submit_server__streaming_client_gets_413_and_the_server_stops_rea
     # limit (what it had accepted beyond that sits in the loopback socket buffers).
     assert sent_when_answered < limit + 8 * 1024 * 1024
     assert sent < 20 * limit
+    assert await rows(conn, "SELECT id FROM submissions") == []
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-www-form-urlencoded"])
+async def test_submit_server__a_client_gone_mid_body_is_one_info_line(
+    db_url: str,
+    tmp_path: Path,
+    conn: Conn,
+    caplog: pytest.LogCaptureFixture,
+    content_type: str,
+) -> None:
+    _, form = await setup_form(conn)
+    caplog.set_level("INFO")
+    async with serving(db_url, tmp_path) as port:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"POST /s/{form} HTTP/1.1\r\nHost: t\r\nContent-Type: {content_type}\r\n"
+            "Content-Length: 10000\r\n\r\n".encode()
+            + b"x" * 100
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        for _ in range(100):
+            if any("went away" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.05)
+    gone = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert [(r.levelname, r.exc_info) for r in gone] == [("INFO", None)]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert await rows(conn, "SELECT id FROM submissions") == []
