@@ -76,6 +76,23 @@ def client_hash(address: str, key: bytes) -> bytes:
     return hmac.new(key, counted_client(address).encode(), hashlib.sha256).digest()
 
 
+# Domains whose mailboxes ignore dots in the local part (one mailbox, many spellings).
+_DOTLESS_DOMAINS = {"gmail.com": "gmail.com", "googlemail.com": "gmail.com"}
+
+
+def mailbox(address: str) -> str:
+    """The mailbox an address reaches, as the acknowledgement cap counts it: lower case,
+    without a `+tag` (every provider that has tags delivers them to the untagged box), and
+    for Gmail without dots in the local part (`a.b+1@googlemail.com` is `ab@gmail.com`)."""
+    local, at, domain = address.strip().lower().rpartition("@")
+    if not at:
+        return address.strip().lower()
+    local = local.split("+", 1)[0]
+    if domain in _DOTLESS_DOMAINS:
+        local, domain = local.replace(".", ""), _DOTLESS_DOMAINS[domain]
+    return f"{local}@{domain}"
+
+
 def recipient_hash(address: str, key: bytes) -> bytes:
-    """The stand-in for an acknowledgement's recipient address in its daily count."""
-    return hmac.new(key, b"ack:" + address.lower().encode(), hashlib.sha256).digest()
+    """The stand-in for an acknowledgement's recipient mailbox in its daily count."""
+    return hmac.new(key, b"ack:" + mailbox(address).encode(), hashlib.sha256).digest()

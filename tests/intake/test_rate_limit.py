@@ -95,8 +95,10 @@ async def test_rate_limit__acknowledgements_capped_per_recipient_and_day(
         submit_client(services) as client,
     ):
         await _post_all(client, form, [{**victim, "n": str(n)} for n in range(12)])
-        # The cap is the address's, across forms and organizations; the case does not matter.
+        # The cap is the mailbox's, across forms and organizations: the case, a plus tag
+        # and (for Gmail) dots do not matter.
         await _post_all(client, other_form, [{**victim, "email": "Victim@Example.com"}])
+        await _post_all(client, other_form, [{**victim, "email": "victim+2@example.com"}])
         await _post_all(client, form, [{"email": "ada@example.com", "consent": "on"}])
     found = await rows(
         conn,
@@ -108,7 +110,35 @@ async def test_rate_limit__acknowledgements_capped_per_recipient_and_day(
         {"address": "victim@example.com", "n": 5},
     ]
     stored = await rows(conn, "SELECT status FROM submissions")
-    assert len(stored) == 14 and {r["status"] for r in stored} == {"accepted"}
+    assert len(stored) == 15 and {r["status"] for r in stored} == {"accepted"}
+    counts = await rows(conn, "SELECT sent FROM acknowledgement_counts ORDER BY sent")
+    assert [r["sent"] for r in counts] == [1, 5]
+
+
+async def test_rate_limit__plus_tags_and_gmail_dots_share_one_cap(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    _, form = await setup_form(
+        conn, consent_field="consent", ack_email=ACK, labels={}, rate_limit_max=1000
+    )
+    spellings = [
+        "victim@gmail.com",
+        "victim+1@gmail.com",
+        "v.i.c.t.i.m@gmail.com",
+        "Vic.Tim+news@googlemail.com",
+        "victim+2@GMAIL.com",
+        "vi.ctim+3@gmail.com",
+        "victim+4@gmail.com",
+    ]
+    async with (
+        built_services(db_url, tmp_path, pool_max=40) as services,
+        submit_client(services) as client,
+    ):
+        await _post_all(client, form, [{"email": e, "consent": "on"} for e in spellings])
+        # Dots are the same mailbox only at Gmail: elsewhere they are another address.
+        await _post_all(client, form, [{"email": "v.ictim@example.com", "consent": "on"}])
+    acks = await rows(conn, "SELECT count(*) AS n FROM deliveries WHERE kind = 'acknowledgement'")
+    assert acks == [{"n": 5 + 1}]
     counts = await rows(conn, "SELECT sent FROM acknowledgement_counts ORDER BY sent")
     assert [r["sent"] for r in counts] == [1, 5]
 
