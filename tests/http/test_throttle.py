@@ -77,3 +77,26 @@ async def test_api__bad_keys_from_one_client_get_429_valid_keys_still_work(
         {"kind": "api_key", "failures": 1},
         {"kind": "api_key", "failures": 21},
     ]
+
+
+async def test_mcp__bad_keys_are_throttled_like_the_api(services: Services, conn: Conn) -> None:
+    acme = await make_tenant(conn)
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    guess = {**headers, "Authorization": "Bearer pb_guess"}
+    async with api_client(services) as client:
+        # Bad keys sent to /v1 and /mcp count together: one client, one limit.
+        first = [(await client.get("/v1/forms", headers=guess)).status_code for _ in range(10)]
+        first += [
+            (await client.post("/mcp", json=listing, headers=guess)).status_code for _ in range(10)
+        ]
+        over = await client.post("/mcp", json=listing, headers=guess)
+        valid = await client.post(
+            "/mcp",
+            json=listing,
+            headers={**headers, "Authorization": acme.headers["Authorization"]},
+        )
+    assert first == [401] * 20
+    assert_problem(over, 429, "too_many_attempts")
+    assert 1 <= int(over.headers["retry-after"]) <= 600
+    assert valid.status_code == 200, valid.text

@@ -15,11 +15,12 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.http.client import ApiClient
-from core.owner.organizations import authenticate
+from core.http.v1.auth import scope_of_key
 from core.platform.services import Services
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = _authorization(scope)
-        async with self._services.db.connection() as conn:
-            await authenticate(conn, _bearer_key(authorization))  # Unauthenticated → 401
+        # Unauthenticated → 401; too many bad keys from this client → 429, as on `/v1`.
+        await scope_of_key(Request(scope), self._services, _bearer_key(authorization))
         from mcp.server.transport_security import TransportSecuritySettings
 
         server = self._mcp_server()

@@ -19,20 +19,25 @@ from core.platform.services import Services
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pb_…`")
 
 
-async def require_scope(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> OrgScope:
-    """The organization of a live API key; otherwise 401 without saying why."""
-    services: Services = request.app.state.services
-    key = credentials.credentials if credentials is not None else None
+async def scope_of_key(request: Request, services: Services, key: str | None) -> OrgScope:
+    """The organization of a live API key; otherwise 401 without saying why, or 429 once
+    the client has sent too many bad keys (`/v1` and `/mcp` alike)."""
     async with services.db.connection() as conn:
         try:
             return await authenticate(conn, key)
         except Unauthenticated:
-            # Over the client's limit of bad keys the answer is 429 rather than 401.
             await bad_api_key(conn, throttled_client(request, services), now=utcnow())
             raise
+
+
+async def require_scope(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> OrgScope:
+    """The organization of the request's live API key (see `scope_of_key`)."""
+    services: Services = request.app.state.services
+    key = credentials.credentials if credentials is not None else None
+    return await scope_of_key(request, services, key)
 
 
 ScopeDep = Annotated[OrgScope, Depends(require_scope)]
