@@ -34,9 +34,7 @@ postbag_venv() {
     fi
     [ -n "$extras" ] && spec=".[$extras]"
     echo "Installing Postbag ($spec) into .venv ..." >&2
-    # --no-compile: byte-compiling every installed module took a fifth of a fresh install;
-    # Python compiles the modules a run imports, when it first imports them.
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile \
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check \
         -e "$spec" --config-settings editable_mode=compat 2> >(grep -v '^WARNING: Location' >&2)
     echo "$hash $extras" >.venv/.postbag-installed
 }
