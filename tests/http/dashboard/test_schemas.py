@@ -7,6 +7,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
+
 from core.http.dashboard.schemas import SHOWN_VERSIONS
 from core.platform.db import Conn
 from core.platform.services import Services
@@ -20,6 +22,13 @@ SUGGESTED = {"type": "object", "properties": {"email": {"type": "string"}}}
 
 async def _suggest(conn: Conn, tenant: Tenant, form_id: str, schema: dict[str, Any]) -> int:
     return await add_schema(conn, tenant, form_id, schema, source="suggested")
+
+
+async def _form_page(services: Services, tenant: Tenant, form_id: str) -> httpx.Response:
+    """The form's page as its owner, signed in, sees it."""
+    async with dashboard_client(services) as client:
+        await sign_in(client, tenant.key)
+        return await client.get(f"/app/forms/{form_id}")
 
 
 def _version_rows(html: str) -> dict[int, str]:
@@ -36,9 +45,7 @@ async def test_schemas__versions_are_listed_with_their_source(
     form_id = await make_form(conn, tenant, schema_mode="observe")
     await add_schema(conn, tenant, form_id, MANUAL)
     await _suggest(conn, tenant, form_id, SUGGESTED)
-    async with dashboard_client(services) as client:
-        await sign_in(client, tenant.key)
-        page = await client.get(f"/app/forms/{form_id}")
+    page = await _form_page(services, tenant, form_id)
     listed = _version_rows(page.text)
     assert list(listed) == [2, 1]  # newest first
     assert "suggested" in listed[2] and "current" not in listed[2]
@@ -51,9 +58,7 @@ async def test_schemas__a_suggestion_alone_is_not_current(services: Services, co
     tenant = await make_tenant(conn)
     form_id = await make_form(conn, tenant, schema_mode="observe")
     await _suggest(conn, tenant, form_id, SUGGESTED)
-    async with dashboard_client(services) as client:
-        await sign_in(client, tenant.key)
-        page = await client.get(f"/app/forms/{form_id}")
+    page = await _form_page(services, tenant, form_id)
     listed = _version_rows(page.text)
     assert list(listed) == [1] and "current" not in listed[1]
     assert "No schema of yours yet" in page.text
@@ -113,9 +118,7 @@ async def test_schemas__the_page_shows_the_latest_versions_and_the_current_one(
     await add_schema(conn, tenant, form_id, MANUAL)
     for _ in range(SHOWN_VERSIONS + 4):
         await _suggest(conn, tenant, form_id, SUGGESTED)
-    async with dashboard_client(services) as client:
-        await sign_in(client, tenant.key)
-        page = await client.get(f"/app/forms/{form_id}")
+    page = await _form_page(services, tenant, form_id)
     listed = _version_rows(page.text)
     newest = SHOWN_VERSIONS + 5
     assert list(listed) == [*range(newest, newest - SHOWN_VERSIONS, -1), 1]
