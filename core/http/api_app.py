@@ -19,9 +19,11 @@ from core.http.v1 import (
     digests,
     events,
     forms,
+    ingest,
     keys,
     routes,
     schemas,
+    streams,
     submissions,
     usage,
 )
@@ -42,6 +44,7 @@ V1_ROUTERS: list[APIRouter] = [
     alerts.router,
     digests.router,
     usage.router,
+    streams.router,
 ]
 
 
@@ -67,6 +70,8 @@ def create_api_app(services: Services) -> FastAPI:
             dependencies=[Depends(check_request)],
             responses=problems(400, 405, 413, 429),
         )
+    # Ingest takes an ingest key too, and reads its bodies itself (core/http/v1/ingest.py).
+    app.include_router(ingest.router, prefix="/v1", responses=problems(400, 405, 413, 429))
     mount_mcp(app, services)
     install_api_docs(app)
     install_dashboard(app)

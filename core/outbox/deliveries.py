@@ -94,11 +94,13 @@ async def retry_delivery(
         raise NotFound(f"no delivery {delivery_id}")
     if row["status"] == "sending" and row["claimed_until"] > now:
         raise DeliveryInProgress(f"{delivery_id} is being sent right now")
-    if row["submission_id"] is not None:
+    # What it sends: a submission's values, or a stream event's data.
+    source = row["submission_id"] or row["event_id"]
+    if source is not None:
         if row["erased_at"] is not None:
-            raise ValuesErased(f"the values of {row['submission_id']} were erased")
+            raise ValuesErased(f"the values of {source} were erased")
         if row["erase_at"] is not None and row["erase_at"] <= now:
-            raise ValuesExpired(f"the values of {row['submission_id']} have expired")
+            raise ValuesExpired(f"the values of {source} have expired")
     if row["destination_id"] is not None:
         if row["destination_deleted_at"] is not None:
             raise DestinationRemoved(f"destination {row['destination_id']} was removed")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def skip_reason(claim: Claim, now: datetime) -> str | None:
     """The live check before a send: why this delivery must not go out, if it must not."""
-    if claim.submission_id is not None:
+    if claim.submission_id is not None or claim.event_id is not None:
         if claim.erased_at is not None:
             return "values_erased"
         if claim.erase_at is not None and claim.erase_at <= now:

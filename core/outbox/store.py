@@ -16,6 +16,7 @@ from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.queries import execute, queries
+from core.streams.payload import event_body
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
@@ -49,6 +50,8 @@ class Claim:
     # The destination's adaptive limit of sends in flight (None: the worker's default).
     destination_send_limit: int | None
     over_quota: bool
+    # A stream event's delivery: the event its payload was built from (0024).
+    event_id: str | None = None
 
     def __repr__(self) -> str:  # the secret never reaches a log line or a traceback
         return f"Claim(id={self.id!r}, organization_id={self.organization_id!r})"
@@ -106,12 +109,12 @@ async def claim_due(
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
             claim_token=row["claim_token"],
-            payload=row["payload"],
+            payload=event_body(row) if row["kind"] == "event" else row["payload"],
             target=row["target"],
             template=row["template"],
             secret=row["secret"],
-            erased_at=row["erased_at"],
-            erase_at=row["erase_at"],
+            erased_at=row["event_erased_at"] if row["kind"] == "event" else row["erased_at"],
+            erase_at=row["event_erase_at"] if row["kind"] == "event" else row["erase_at"],
             destination_deleted_at=row["destination_deleted_at"],
             destination_enabled=row["destination_enabled"],
             destination_health=row["destination_health"],
@@ -119,6 +122,7 @@ async def claim_due(
             destination_failures=row["destination_failures"],
             destination_send_limit=row["destination_send_limit"],
             over_quota=row["over_quota"],
+            event_id=row["event_id"],
         )
         for row in rows
     ]

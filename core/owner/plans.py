@@ -28,6 +28,8 @@ class Plan:
     max_api_keys: int | None
     max_schema_versions: int | None
     monthly_attachment_bytes: int | None
+    max_streams: int | None
+    monthly_events: int | None
     spam_retention_days: int = SPAM_RETENTION_DAYS
 
     def retention_for(self, status: str, form_days: int | None) -> int | None:
@@ -49,6 +51,8 @@ PLANS: dict[str, Plan] = {
         max_api_keys=5,
         max_schema_versions=20,
         monthly_attachment_bytes=100 * MIB,
+        max_streams=1,
+        monthly_events=1_000,
     ),
     "pro": Plan(
         "pro",
@@ -59,6 +63,8 @@ PLANS: dict[str, Plan] = {
         max_api_keys=25,
         max_schema_versions=100,
         monthly_attachment_bytes=10 * GIB,
+        max_streams=20,
+        monthly_events=100_000,
     ),
     "team": Plan(
         "team",
@@ -69,6 +75,8 @@ PLANS: dict[str, Plan] = {
         max_api_keys=100,
         max_schema_versions=500,
         monthly_attachment_bytes=100 * GIB,
+        max_streams=200,
+        monthly_events=1_000_000,
     ),
     # The operator owns the machine; only the schema versions an `observe` form can be made
     # to infer stay bounded.
@@ -81,5 +89,7 @@ PLANS: dict[str, Plan] = {
         max_api_keys=None,
         max_schema_versions=1_000,
         monthly_attachment_bytes=None,
+        max_streams=None,
+        monthly_events=None,
     ),
 }

@@ -13,17 +13,19 @@ from core.platform.errors import PlanLimitReached
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 
-CountedKind = Literal["forms", "destinations", "api_keys"]
+CountedKind = Literal["forms", "destinations", "api_keys", "streams"]
 
 _COUNT_QUERY: dict[CountedKind, str] = {
     "forms": "count_live_forms",
     "destinations": "count_live_destinations",
     "api_keys": "count_live_api_keys",
+    "streams": "count_live_streams",
 }
 _LABEL: dict[CountedKind, str] = {
     "forms": "forms",
     "destinations": "destinations",
     "api_keys": "live API keys",
+    "streams": "streams",
 }
 
 
@@ -38,6 +40,8 @@ class Usage:
     forms: int
     destinations: int
     api_keys: int
+    streams: int
+    events: int
 
 
 def _limit(plan: Plan, kind: CountedKind) -> int | None:
@@ -45,6 +49,8 @@ def _limit(plan: Plan, kind: CountedKind) -> int | None:
         return plan.max_forms
     if kind == "destinations":
         return plan.max_destinations
+    if kind == "streams":
+        return plan.max_streams
     return plan.max_api_keys
 
 
@@ -139,4 +145,6 @@ async def get_usage(conn: Conn, scope: OrgScope, *, now: datetime) -> Usage:
         forms=await _count(conn, scope, "forms"),
         destinations=await _count(conn, scope, "destinations"),
         api_keys=await _count(conn, scope, "api_keys"),
+        streams=await _count(conn, scope, "streams"),
+        events=int(counted["events"]),
     )

@@ -80,6 +80,14 @@ class FormClosed(PostbagError):
     """The form exists but is not taking submissions (`accepting` is false)."""
 
 
+class StreamClosed(PostbagError):
+    """The stream exists but is not taking events (`accepting` is false)."""
+
+
+class IngestKeyOnly(PostbagError):
+    """An ingest key (`pbs_…`) was used for anything but posting events to its stream."""
+
+
 class IdempotencyConflict(PostbagError):
     """An idempotency key was reused with a different payload."""
 

@@ -33,7 +33,7 @@ EraseReason = Literal["requested", "expired"]
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
-DeliveryKind = Literal["submission", "acknowledgement", "digest"]
+DeliveryKind = Literal["submission", "acknowledgement", "digest", "event"]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
     "values_erased",
@@ -55,6 +55,11 @@ DigestPeriod = Literal["hourly", "daily", "weekly"]
 SchemaMode = Literal["off", "observe", "enforce"]
 # form_schemas.source
 SchemaSource = Literal["manual", "suggested"]
+
+# stream_events.status; stream_routes.include_statuses.
+StreamEventStatus = Literal["accepted", "quarantined"]
+# stream_events.reason (with `quarantined`).
+StreamEventReason = Literal["schema_violation", "schema_unchecked", "schema_error"]
 
 # destinations.health
 DestinationHealth = Literal["healthy", "failing"]

@@ -55,6 +55,18 @@ class Verdict:
     why: str | None = None
 
 
+def judged(verdict: Verdict) -> tuple[str | None, list[dict[str, str]]]:
+    """A verdict as a stored reason (`schema_violation`, `schema_unchecked`, `schema_error`,
+    or None when valid) and the violations it lists (paths and keywords)."""
+    if verdict.outcome == "valid":
+        return None, []
+    if verdict.outcome == "invalid":
+        return "schema_violation", verdict.errors
+    if verdict.outcome == "unchecked":
+        return "schema_unchecked", [{"path": "/", "keyword": "unchecked"}]
+    return "schema_error", [{"path": "/", "keyword": "schema_error"}]
+
+
 class _ChildGone(Exception):
     """The child ended (killed, or out of memory) before answering."""
 

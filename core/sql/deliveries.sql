@@ -26,12 +26,15 @@ SELECT attempt, started_at, duration_ms, outcome, http_status, error_class, resp
  ORDER BY id
 
 -- name: lock_delivery_for_retry
--- A delivery with what retry-by-hand checks, locked until the transaction ends.
-SELECT d.id, d.status, d.claimed_until, d.submission_id, d.destination_id,
-       s.erased_at, s.erase_at, dst.deleted_at AS destination_deleted_at,
-       dst.enabled AS destination_enabled
+-- A delivery with what retry-by-hand checks, locked until the transaction ends (a stream
+-- event's erase counts as its submission's would).
+SELECT d.id, d.status, d.claimed_until, d.submission_id, d.event_id, d.destination_id,
+       coalesce(s.erased_at, ev.erased_at) AS erased_at,
+       coalesce(s.erase_at, ev.erase_at) AS erase_at,
+       dst.deleted_at AS destination_deleted_at, dst.enabled AS destination_enabled
   FROM deliveries d
   LEFT JOIN submissions s ON s.id = d.submission_id
+  LEFT JOIN stream_events ev ON ev.id = d.event_id
   LEFT JOIN destinations dst ON dst.id = d.destination_id
  WHERE d.id = %(id)s AND d.organization_id = %(organization_id)s
    FOR UPDATE OF d

@@ -196,10 +196,16 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
                         WHERE u.organization_id = c.organization_id
                           AND u.month = %(month)s), 0)
             > (%(limits)s::jsonb ->> o.plan)::integer)
-           IS TRUE AS over_quota
+           IS TRUE AS over_quota,
+       -- A stream event's delivery: the event its body is built from now (0024).
+       c.event_id, ev.stream_id AS event_stream_id, ev.client_id AS event_client_id,
+       ev.type AS event_type, ev.occurred_at AS event_occurred_at,
+       ev.received_at AS event_received_at, ev.data AS event_data,
+       ev.erased_at AS event_erased_at, ev.erase_at AS event_erase_at
   FROM claimed c
   JOIN organizations o ON o.id = c.organization_id
   LEFT JOIN submissions s ON s.id = c.submission_id
+  LEFT JOIN stream_events ev ON ev.id = c.event_id
   LEFT JOIN destinations dst ON dst.id = c.destination_id
   LEFT JOIN destination_secrets ds
          ON ds.destination_id = c.destination_id AND ds.version = c.secret_version

@@ -33,6 +33,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
+from core.streams.events import expire_events
 from core.submissions.erasure import erase_many
 from core.ticks.inference import infer_schema
 
@@ -81,6 +82,24 @@ async def expire_values(
         stats["largest_batch"] = max(stats["largest_batch"], len(ids))
         stats["deliveries_skipped"] += done.skipped_deliveries
         if len(ids) < options.batch or time.monotonic() > deadline:
+            break
+    return stats
+
+
+async def expire_stream_events(
+    services: Services, *, now: datetime, options: RetentionOptions, deadline: float
+) -> Counter[str]:
+    """Erase stream events past `erase_at` in batches of `options.batch`, one transaction
+    each (docs/streams.md#retention)."""
+    stats: Counter[str] = Counter()
+    while stats["event_expiry_batches"] < options.max_batches:
+        async with services.db.transaction() as conn:
+            erased = await expire_events(conn, now=now, limit=options.batch)
+        if not erased:
+            break
+        stats["event_expiry_batches"] += 1
+        stats["events_expired"] += erased
+        if erased < options.batch or time.monotonic() > deadline:
             break
     return stats
 
@@ -308,6 +327,7 @@ async def run_retention(
     stats: Counter[str] = Counter()
     stats["batch_size"] = opts.batch
     stats.update(await expire_values(services, now=now, options=opts, deadline=deadline))
+    stats.update(await expire_stream_events(services, now=now, options=opts, deadline=deadline))
     stats.update(
         await delete_stored_objects(services, store, now=now, options=opts, deadline=deadline)
     )

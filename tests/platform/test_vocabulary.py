@@ -25,6 +25,8 @@ from core.platform.vocabulary import (
     RouteMode,
     SchemaMode,
     SchemaSource,
+    StreamEventReason,
+    StreamEventStatus,
     SubmissionFlag,
     SubmissionReason,
     SubmissionStatus,
@@ -51,10 +53,19 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("alerts", "status", AlertStatus),
     ("worker_heartbeats", "tick", TickName),
     ("auth_failures", "kind", AuthFailureKind),
+    ("streams", "schema_mode", SchemaMode),
+    ("stream_schemas", "source", SchemaSource),
+    ("stream_events", "status", StreamEventStatus),
+    ("stream_events", "reason", StreamEventReason),
+    ("stream_events", "erase_reason", EraseReason),
+    ("stream_routes", "include_statuses", StreamEventStatus),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.
-CONSTRAINTS = {("submissions", "reason"): "submissions_reason_matches_status"}
+CONSTRAINTS = {
+    ("submissions", "reason"): "submissions_reason_matches_status",
+    ("stream_events", "reason"): "stream_events_reason_matches_status",
+}
 
 _LITERAL = re.compile(r"'([^']*)'::text")
 

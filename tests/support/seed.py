@@ -44,6 +44,18 @@ INSERT INTO schema_drift (organization_id, form_id, hour, path, keyword, count, 
     VALUES (%(org)s, %(frm)s, '2026-01-01', '/email', 'format', 1, now(), now());
 INSERT INTO schema_inference (organization_id, form_id, scanned_through)
     VALUES (%(org)s, %(frm)s, now());
+INSERT INTO streams (id, organization_id, name) VALUES (%(str)s, %(org)s, 'Orders');
+INSERT INTO stream_keys (id, organization_id, stream_id, name, prefix, key_hash)
+    VALUES (%(sky)s, %(org)s, %(str)s, 'ingest', 'pbs_', %(key_hash)s);
+INSERT INTO stream_schemas (organization_id, stream_id, version, schema)
+    VALUES (%(org)s, %(str)s, 1, '{}');
+INSERT INTO stream_events (id, organization_id, stream_id, type, status, data, payload_hash)
+    VALUES (%(evt)s, %(org)s, %(str)s, 'order.paid', 'accepted', '{}', '\\x00');
+INSERT INTO stream_routes (id, organization_id, stream_id, destination_id)
+    VALUES (%(srt)s, %(org)s, %(str)s, %(dst)s);
+INSERT INTO deliveries (id, organization_id, kind, event_id, stream_route_id, destination_id,
+                        channel, max_attempts, target)
+    VALUES (%(dlv3)s, %(org)s, 'event', %(evt)s, %(srt)s, %(dst)s, 'webhook', 10, '{}');
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;
@@ -76,8 +88,17 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "dlv": new_id("dlv"),
         "dlv2": new_id("dlv"),
         "alr": new_id("alr"),
+        "str": new_id("str"),
+        "sky": new_id("sky"),
+        "evt": new_id("evt"),
+        "srt": new_id("srt"),
+        "dlv3": new_id("dlv"),
     }
-    params: dict[str, object] = {**ids, "session": secrets.token_bytes(16)}
+    params: dict[str, object] = {
+        **ids,
+        "session": secrets.token_bytes(16),
+        "key_hash": secrets.token_bytes(32),
+    }
     async with conn.transaction():
         for statement in SEED_SQL.split(";\n"):
             if statement.strip():

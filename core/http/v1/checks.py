@@ -20,6 +20,10 @@ PATH_IDS = {
     "attachment_id": "att",
     "alert_id": "alr",
     "key_id": "key",
+    "stream_id": "str",
+    "ingest_key_id": "sky",
+    "stream_route_id": "srt",
+    "event_id": "evt",
 }
 QUERY_IDS = {"form": "frm", "destination": "dst", "route": "rte", "submission": "sub"}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

@@ -31,20 +31,27 @@ _PROBLEM_SCHEMA = Problem.model_json_schema()
 _WHEN: dict[int, str] = {
     400: "`malformed_body`: the body is not valid JSON",
     401: "`unauthenticated`: the API key is missing, unknown or revoked",
-    402: "`plan_limit`: the plan's count of this kind of object is reached",
+    402: (
+        "`plan_limit`: the plan's count of this kind of object (or of events this month) is reached"
+    ),
+    403: (
+        "`ingest_key_only`: an ingest key (`pbs_…`) was used for anything but posting "
+        "events to its stream; `stream_closed`: the stream is not taking events"
+    ),
     404: "`not_found`: no such object in this organization (or an id of the wrong shape)",
     405: "`method_not_allowed`: `Allow` lists the methods the path takes",
     409: (
         "the object's state does not allow this now: `route_exists`, `delivery_in_progress`, "
-        "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused` "
-        "or `destination_removed`"
+        "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused`, "
+        "`destination_removed` or `idempotency_conflict` (an event id or idempotency key "
+        "used with another payload)"
     ),
     422: (
         "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema`, "
         "`invalid_template`, `unstorable_value` (NUL, a lone surrogate, a non-finite number) "
         "or `input_limit` (nesting, name length): `errors` lists the offending fields"
     ),
-    413: "`payload_too_large`: the request body is over 1 MiB",
+    413: ("`payload_too_large`: the request body is over 1 MiB (an event posted alone: 64 KiB)"),
     429: (
         "`too_many_attempts`: too many bad API keys from this client; "
         "retry after `Retry-After` seconds"

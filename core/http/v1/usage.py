@@ -24,6 +24,8 @@ class Limits(BaseModel):
     api_keys: int | None = Field(description="live (not revoked) API keys")
     schema_versions_per_form: int | None
     monthly_attachment_bytes: int | None
+    streams: int | None = Field(description="live streams")
+    monthly_events: int | None = Field(description="stream events stored a month")
 
 
 class Usage(BaseModel):
@@ -36,6 +38,8 @@ class Usage(BaseModel):
     forms: int
     destinations: int
     api_keys: int
+    streams: int
+    events: int = Field(description="stream events stored this month (apart from submissions)")
     limits: Limits
 
 
@@ -53,6 +57,8 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
         forms=found.forms,
         destinations=found.destinations,
         api_keys=found.api_keys,
+        streams=found.streams,
+        events=found.events,
         limits=Limits(
             forms=plan.max_forms,
             destinations=plan.max_destinations,
@@ -62,5 +68,7 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
             api_keys=plan.max_api_keys,
             schema_versions_per_form=plan.max_schema_versions,
             monthly_attachment_bytes=plan.monthly_attachment_bytes,
+            streams=plan.max_streams,
+            monthly_events=plan.monthly_events,
         ),
     )

@@ -47,6 +47,14 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/deliveries/{delivery_id}/retry"): {},
     ("POST", "/v1/destinations/{destination_id}/test"): {},
     ("POST", "/v1/alerts/{alert_id}/ack"): {},
+    ("POST", "/v1/streams"): {"name": "S"},
+    ("PATCH", "/v1/streams/{stream_id}"): {"name": "Changed"},
+    ("POST", "/v1/streams/{stream_id}/keys"): {"name": "k"},
+    ("POST", "/v1/streams/{stream_id}/schemas"): {"schema": {"type": "object"}},
+    ("POST", "/v1/streams/{stream_id}/routes"): {"destination_id": "{spare_destination_id}"},
+    ("POST", "/v1/streams/{stream_id}/events"): {"type": "t", "data": {}},
+    ("POST", "/v1/streams/{stream_id}/batch"): {"events": [{"type": "t", "data": {}}]},
+    ("POST", "/v1/streams/{stream_id}/events/{event_id}/erase"): {},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -127,7 +135,18 @@ async def _world(
             "dst": inbox["id"],
         },
     )
+    stream = await create(client, who, "/v1/streams", {"name": "Stream"})
+    stream_route = await create(
+        client, who, f"/v1/streams/{stream['id']}/routes", {"destination_id": inbox["id"]}
+    )
+    posted_event = await client.post(
+        f"/v1/streams/{stream['id']}/events", json={"type": "t", "data": {}}, headers=who.headers
+    )
     return {
+        "stream_id": stream["id"],
+        "stream_route_id": stream_route["id"],
+        "ingest_key_id": stream["ingest_key"]["id"],
+        "event_id": posted_event.json()["event"],
         "digest_id": digest_id,
         "form_id": form["id"],
         "destination_id": inbox["id"],
@@ -149,6 +168,9 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         f"/v1/forms/{ids['form_id']}",
         f"/v1/forms/{ids['form_id']}/schemas",
         f"/v1/forms/{ids['form_id']}/routes",
+        f"/v1/streams/{ids['stream_id']}",
+        f"/v1/streams/{ids['stream_id']}/events",
+        f"/v1/streams/{ids['stream_id']}/routes",
         f"/v1/destinations/{ids['destination_id']}",
         "/v1/destinations",
         "/v1/forms",

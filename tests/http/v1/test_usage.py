@@ -33,6 +33,8 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
         "forms": 1,
         "destinations": 1,
         "api_keys": 1,
+        "streams": 0,
+        "events": 0,
         "limits": {
             "forms": 50,
             "destinations": 50,
@@ -42,6 +44,8 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
             "api_keys": 25,
             "schema_versions_per_form": 100,
             "monthly_attachment_bytes": 10 * 1024**3,
+            "streams": 20,
+            "monthly_events": 100_000,
         },
     }
 

@@ -1,0 +1,203 @@
+"""`POST /v1/streams/{id}/events` and `/batch`: ingest, with an ingest key (`pbs_…`) of
+that stream or an organization key. Bodies are read here, not by FastAPI: an event is
+parsed on its own, so one malformed event in a batch never refuses the others."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
+from starlette.responses import JSONResponse
+
+from core.http.deps import NowDep, ServicesDep, throttled_client
+from core.http.v1.auth import scope_of_key
+from core.http.v1.shared import problems
+from core.intake.wakeup import notify_deliveries
+from core.owner.throttle import bad_api_key
+from core.platform.clock import utcnow
+from core.platform.errors import (
+    IngestKeyOnly,
+    InputLimit,
+    InvalidInput,
+    MalformedBody,
+    NotFound,
+    PayloadTooLarge,
+    Unauthenticated,
+)
+from core.platform.ids import is_id
+from core.platform.scope import OrgScope
+from core.platform.values import load_json
+from core.streams.ingest import (
+    MAX_BATCH_EVENTS,
+    MAX_EVENT_BYTES,
+    EventIn,
+    Ingested,
+    Outcome,
+    idempotency_key,
+    ingest,
+    single_answer,
+)
+from core.streams.streams import INGEST_KEY_PREFIX, ingest_key_stream
+
+router = APIRouter(tags=["streams"], responses=problems(401, 403, 404, 503))
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An ingest key of the stream (`pbs_…`) or an API key (`pb_…`)",
+)
+
+
+async def ingest_scope(
+    request: Request,
+    stream_id: str,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    services: ServicesDep,
+) -> OrgScope:
+    """The organization an ingest runs for: an ingest key's, for its own stream only
+    (`403 ingest_key_only` for another), or an API key's."""
+    key = credentials.credentials if credentials is not None else None
+    if key is None or not key.startswith(INGEST_KEY_PREFIX):
+        scope = await scope_of_key(request, services, key)
+    else:
+        async with services.db.connection() as conn:
+            found = await ingest_key_stream(conn, key)
+            if found is None:
+                await bad_api_key(conn, throttled_client(request, services), now=utcnow())
+                raise Unauthenticated("a valid API key is required")
+        scope, own_stream = found
+        if own_stream != stream_id:
+            raise IngestKeyOnly("this ingest key posts events to another stream")
+    if not is_id(stream_id, "str"):
+        raise NotFound("no such object: stream_id is not a str_… id")
+    return scope
+
+
+IngestScopeDep = Annotated[OrgScope, Depends(ingest_scope)]
+
+
+class EventAnswer(BaseModel):
+    """What became of one event."""
+
+    event: str | None = Field(description="the stored event's receipt (`evt_…`)")
+    id: str | None = Field(description="the client's event id, as posted")
+    status: str = Field(description="`accepted`, `quarantined` or `duplicate`")
+    errors: list[dict[str, str]] | None = Field(
+        default=None, description="the schema's violations (`path`, `keyword`), if any"
+    )
+
+
+class BatchResult(EventAnswer):
+    """What became of the event at `index` of a batch (`rejected`: never stored)."""
+
+    index: int
+
+
+class BatchAnswer(BaseModel):
+    """One result per posted event, in order."""
+
+    results: list[BatchResult]
+
+
+class BatchIn(BaseModel):
+    """A batch of events (documented shape; each event is checked on its own)."""
+
+    events: list[EventIn] = Field(max_length=MAX_BATCH_EVENTS)
+
+
+def _answer(outcome: Outcome) -> dict[str, Any]:
+    answer: dict[str, Any] = {"event": outcome.event, "id": outcome.id, "status": outcome.status}
+    if outcome.errors:
+        answer["errors"] = outcome.errors
+    return answer
+
+
+def _respond(status: int, body: dict[str, Any], ingested: Ingested, request: Request) -> Any:
+    services = request.app.state.services
+    background = BackgroundTask(notify_deliveries, services) if ingested.deliveries else None
+    return JSONResponse(body, status_code=status, background=background)
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
+
+
+@router.post(
+    "/streams/{stream_id}/events",
+    status_code=202,
+    response_model=EventAnswer,
+    responses=problems(402, 409, 422),
+    openapi_extra=_body_schema(EventIn),
+)
+async def post_event(
+    stream_id: str,
+    request: Request,
+    scope: IngestScopeDep,
+    services: ServicesDep,
+    now: NowDep,
+    idempotency: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=1024,
+            description="stands for the event's `id` when it has none",
+        ),
+    ] = None,
+) -> Any:
+    """Post one event (at most 64 KiB): `202` with its receipt; a repeat of a stored id
+    answers `duplicate`, the same id with another payload `409 idempotency_conflict`."""
+    raw = await request.body()
+    if len(raw) > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(f"an event is at most {MAX_EVENT_BYTES // 1024} KiB")
+    event = load_json(raw)
+    ingested = await ingest(
+        services, scope, stream_id, [event], key=idempotency_key(idempotency), now=now
+    )
+    outcome = single_answer(ingested.outcomes[0])
+    return _respond(202, _answer(outcome), ingested, request)
+
+
+def _events_of(raw: bytes) -> list[Any]:
+    """The events of a batch body, each checked later on its own."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise InputLimit("nested too deeply", [{"field": "body", "message": "too deep"}]) from None
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedBody("the body is not valid JSON") from None
+    events = body.get("events") if isinstance(body, dict) else None
+    if not isinstance(events, list) or set(body) != {"events"}:
+        raise InvalidInput(
+            'the body is {"events": [...]}', [{"field": "events", "message": "a list"}]
+        )
+    if not 1 <= len(events) <= MAX_BATCH_EVENTS:
+        raise InvalidInput(
+            f"a batch holds 1 to {MAX_BATCH_EVENTS} events",
+            [{"field": "events", "message": f"1 to {MAX_BATCH_EVENTS} events"}],
+        )
+    return events
+
+
+@router.post(
+    "/streams/{stream_id}/batch",
+    response_model=BatchAnswer,
+    responses=problems(402, 422),
+    openapi_extra=_body_schema(BatchIn),
+)
+async def post_batch(
+    stream_id: str, request: Request, scope: IngestScopeDep, services: ServicesDep, now: NowDep
+) -> Any:
+    """Post up to 500 events (at most 1 MiB) in one transaction: one result per event,
+    `accepted`, `duplicate`, `quarantined` or `rejected` (malformed, never stored)."""
+    events = _events_of(await request.body())
+    ingested = await ingest(services, scope, stream_id, events, now=now)
+    results = [{"index": o.index, **_answer(o)} for o in ingested.outcomes]
+    return _respond(200, {"results": results}, ingested, request)

@@ -1,0 +1,355 @@
+"""`/v1/streams`: streams, their ingest keys, schema versions, routes and stored events
+(ingest itself is `core.http.v1.ingest`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from core.http.deps import NowDep, ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import Page, PageDep, problems
+from core.platform.vocabulary import SchemaMode, SchemaSource, StreamEventStatus
+from core.streams import events, schemas, streams
+from core.streams.routes import StreamRouteFields, create_stream_route, delete_stream_route
+from core.streams.routes import list_stream_routes as list_routes
+from core.streams.schemas import StreamSchemaFields
+from core.streams.streams import StreamFields, StreamPatch
+
+router = APIRouter(tags=["streams"], responses=problems(401, 503))
+
+
+class Stream(BaseModel):
+    """A stream as read."""
+
+    id: str
+    name: str
+    schema_mode: SchemaMode
+    retention_days: int | None
+    accepting: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class IngestKey(BaseModel):
+    """A live ingest key as listed: never the key itself."""
+
+    id: str
+    stream_id: str
+    name: str
+    prefix: str
+    created_at: datetime
+
+
+class CreatedIngestKey(IngestKey):
+    """A new ingest key, with the key itself: shown in this response only."""
+
+    key: str
+
+
+class CreatedStream(Stream):
+    """A new stream with its first ingest key (`pbs_…`), shown in this response only."""
+
+    ingest_key: CreatedIngestKey
+
+
+class IngestKeyFields(BaseModel):
+    """A new ingest key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)] = "ingest"
+
+
+class StreamSchema(BaseModel):
+    """One schema version of a stream."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    version: int
+    event_type: str | None
+    json_schema: dict[str, Any] = Field(alias="schema")
+    source: SchemaSource
+    created_at: datetime
+
+
+class StreamRoute(BaseModel):
+    """A stream route as read."""
+
+    id: str
+    stream_id: str
+    destination_id: str
+    enabled: bool
+    event_types: list[str] | None
+    include_statuses: list[StreamEventStatus]
+    mode: str = "immediate"
+    created_at: datetime
+
+
+class StoredEvent(BaseModel):
+    """A stored event (`data` null once erased)."""
+
+    event: str = Field(description="the receipt, `evt_…`")
+    id: str | None = Field(description="the client's event id")
+    type: str
+    status: StreamEventStatus
+    reason: str | None
+    errors: list[dict[str, str]] | None
+    schema_version: int | None
+    data: dict[str, Any] | None
+    occurred_at: datetime | None
+    received_at: datetime
+    erase_at: datetime | None
+    erased_at: datetime | None
+
+
+class EventDelivery(BaseModel):
+    """One delivery of an event."""
+
+    id: str
+    destination_id: str | None
+    channel: str
+    status: str
+    reason: str | None
+    attempts: int
+    next_attempt_at: datetime
+    last_detail: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+
+class EventWithDeliveries(StoredEvent):
+    """An event with its delivery lines."""
+
+    deliveries: list[EventDelivery]
+
+
+def _stream(row: dict[str, Any]) -> Stream:
+    return Stream.model_validate({name: row[name] for name in Stream.model_fields})
+
+
+def _key(new: streams.NewIngestKey) -> CreatedIngestKey:
+    return CreatedIngestKey.model_validate({**new.row, "key": new.secret})
+
+
+def _event(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "event": row["id"],
+        "id": row["client_id"],
+        "type": row["type"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "errors": row["schema_errors"],
+        "schema_version": row["schema_version"],
+        "data": row["data"],
+        "occurred_at": row["occurred_at"],
+        "received_at": row["received_at"],
+        "erase_at": row["erase_at"],
+        "erased_at": row["erased_at"],
+    }
+
+
+def _schema(row: dict[str, Any]) -> StreamSchema:
+    return StreamSchema.model_validate(
+        {name: row[name] for name in ("version", "event_type", "schema", "source", "created_at")}
+    )
+
+
+@router.post("/streams", status_code=201, responses=problems(402, 422))
+async def create_stream(
+    body: StreamFields, scope: ScopeDep, services: ServicesDep
+) -> CreatedStream:
+    """Create a stream (refused with `402 plan_limit` past the plan's streams), with its
+    first ingest key: store `ingest_key.key` now, it is never shown again."""
+    async with services.db.scoped(scope) as conn:
+        row, key = await streams.create_stream(conn, scope, fields=body)
+    return CreatedStream.model_validate({**_stream(row).model_dump(), "ingest_key": _key(key)})
+
+
+@router.get("/streams", responses=problems(422))
+async def list_streams(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Stream]:
+    """The organization's streams, oldest first."""
+    async with services.db.scoped(scope) as conn:
+        rows = await streams.list_streams(conn, scope, after=page.after_id(), limit=page.limit + 1)
+    data, cursor = page.page(rows, "id")
+    return Page[Stream](data=[_stream(row) for row in data], next_cursor=cursor)
+
+
+@router.get("/streams/{stream_id}", responses=problems(404, 422))
+async def get_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> Stream:
+    """One stream."""
+    async with services.db.scoped(scope) as conn:
+        return _stream(await streams.get_stream(conn, scope, stream_id=stream_id))
+
+
+@router.patch("/streams/{stream_id}", responses=problems(404, 422))
+async def update_stream(
+    stream_id: str, body: StreamPatch, scope: ScopeDep, services: ServicesDep
+) -> Stream:
+    """Change some settings; fields left out keep their value."""
+    async with services.db.scoped(scope) as conn:
+        row = await streams.update_stream(conn, scope, stream_id=stream_id, patch=body)
+    return _stream(row)
+
+
+@router.delete(
+    "/streams/{stream_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+)
+async def delete_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+    """Delete a stream: its ingest keys stop working and its routes go at once."""
+    async with services.db.scoped(scope) as conn:
+        await streams.delete_stream(conn, scope, stream_id=stream_id)
+
+
+@router.post("/streams/{stream_id}/keys", status_code=201, responses=problems(404, 422))
+async def create_ingest_key(
+    stream_id: str, body: IngestKeyFields, scope: ScopeDep, services: ServicesDep
+) -> CreatedIngestKey:
+    """Another ingest key for the stream; `key` is shown in this response only."""
+    async with services.db.scoped(scope) as conn:
+        new = await streams.create_ingest_key(conn, scope, stream_id=stream_id, name=body.name)
+    return _key(new)
+
+
+@router.get("/streams/{stream_id}/keys", responses=problems(404, 422))
+async def list_ingest_keys(
+    stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
+) -> Page[IngestKey]:
+    """The stream's live ingest keys (prefix and name only)."""
+    async with services.db.scoped(scope) as conn:
+        rows = await streams.list_ingest_keys(
+            conn, scope, stream_id=stream_id, after=page.after_id(), limit=page.limit + 1
+        )
+    data, cursor = page.page(rows, "id")
+    return Page[IngestKey](data=[IngestKey(**row) for row in data], next_cursor=cursor)
+
+
+@router.delete(
+    "/streams/{stream_id}/keys/{ingest_key_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
+)
+async def revoke_ingest_key(
+    stream_id: str, ingest_key_id: str, scope: ScopeDep, services: ServicesDep
+) -> None:
+    """Revoke an ingest key at once: its next event is `401`."""
+    async with services.db.scoped(scope) as conn:
+        await streams.revoke_ingest_key(conn, scope, stream_id=stream_id, key_id=ingest_key_id)
+
+
+@router.get("/streams/{stream_id}/schemas", responses=problems(404, 422))
+async def list_stream_schemas(
+    stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
+) -> Page[StreamSchema]:
+    """The stream's schema versions, oldest first (per type, the last one is current)."""
+    async with services.db.scoped(scope) as conn:
+        rows = await schemas.list_stream_schemas(
+            conn, scope, stream_id=stream_id, after=page.after_number(), limit=page.limit + 1
+        )
+    data, cursor = page.page(rows, "version")
+    return Page[StreamSchema](data=[_schema(row) for row in data], next_cursor=cursor)
+
+
+@router.post("/streams/{stream_id}/schemas", status_code=201, responses=problems(402, 404, 422))
+async def add_stream_schema(
+    stream_id: str, body: StreamSchemaFields, scope: ScopeDep, services: ServicesDep
+) -> StreamSchema:
+    """Append a schema version (for `event_type`, or the default); versions are never
+    edited. `422 invalid_schema` past a limit of the schema engine."""
+    async with services.db.scoped(scope) as conn:
+        row = await schemas.add_stream_schema(conn, scope, stream_id=stream_id, fields=body)
+    return _schema(row)
+
+
+@router.post("/streams/{stream_id}/routes", status_code=201, responses=problems(404, 409, 422))
+async def create_route(
+    stream_id: str, body: StreamRouteFields, scope: ScopeDep, services: ServicesDep
+) -> StreamRoute:
+    """Send the stream's events (of `event_types`, with `include_statuses`) to a destination."""
+    async with services.db.scoped(scope) as conn:
+        row = await create_stream_route(conn, scope, stream_id=stream_id, fields=body)
+    return StreamRoute(**row)
+
+
+@router.get("/streams/{stream_id}/routes", responses=problems(404, 422))
+async def list_stream_routes(
+    stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
+) -> Page[StreamRoute]:
+    """The stream's routes, oldest first."""
+    async with services.db.scoped(scope) as conn:
+        rows = await list_routes(
+            conn, scope, stream_id=stream_id, after=page.after_id(), limit=page.limit + 1
+        )
+    data, cursor = page.page(rows, "id")
+    return Page[StreamRoute](data=[StreamRoute(**row) for row in data], next_cursor=cursor)
+
+
+@router.delete(
+    "/streams/{stream_id}/routes/{stream_route_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
+)
+async def delete_route(
+    stream_id: str, stream_route_id: str, scope: ScopeDep, services: ServicesDep
+) -> None:
+    """Remove a route; deliveries already queued through it are kept."""
+    async with services.db.scoped(scope) as conn:
+        await delete_stream_route(conn, scope, stream_id=stream_id, route_id=stream_route_id)
+
+
+@router.get("/streams/{stream_id}/events", responses=problems(404, 422))
+async def list_events(
+    stream_id: str,
+    scope: ScopeDep,
+    services: ServicesDep,
+    page: PageDep,
+    type: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    status: StreamEventStatus | None = None,
+) -> Page[StoredEvent]:
+    """The stream's events, newest first, of one `type` and `status` when given."""
+    async with services.db.scoped(scope) as conn:
+        rows = await events.list_events(
+            conn,
+            scope,
+            stream_id=stream_id,
+            type=type,
+            status=status,
+            before=page.after_id(),
+            limit=page.limit + 1,
+        )
+    data, cursor = page.page(rows, "id")
+    return Page[StoredEvent](
+        data=[StoredEvent.model_validate(_event(row)) for row in data], next_cursor=cursor
+    )
+
+
+@router.get("/streams/{stream_id}/events/{event_id}", responses=problems(404, 422))
+async def get_event(
+    stream_id: str, event_id: str, scope: ScopeDep, services: ServicesDep
+) -> EventWithDeliveries:
+    """One event with its delivery lines."""
+    async with services.db.scoped(scope) as conn:
+        row, deliveries = await events.get_event(
+            conn, scope, stream_id=stream_id, event_id=event_id
+        )
+    return EventWithDeliveries.model_validate({**_event(row), "deliveries": deliveries})
+
+
+@router.post(
+    "/streams/{stream_id}/events/{event_id}/erase",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
+)
+async def erase_event(
+    stream_id: str, event_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> None:
+    """Erase the event's data and every copy of it: unsent deliveries end `skipped`
+    (`values_erased`), receivers' answers are dropped."""
+    async with services.db.scoped(scope) as conn:
+        await events.erase_event(conn, scope, stream_id=stream_id, event_id=event_id, now=now)

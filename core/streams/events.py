@@ -1,0 +1,93 @@
+"""Stored events as their owner reads them: lists by type and status, one event with its
+deliveries, the owner's erase and the retention tick's."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from core.platform.db import Conn
+from core.platform.errors import NotFound
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import DeliverySkipReason, EraseReason
+
+_SKIP_REASONS: dict[EraseReason, DeliverySkipReason] = {
+    "requested": "values_erased",
+    "expired": "values_expired",
+}
+
+
+@scoped
+async def list_events(
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    stream_id: str,
+    type: str | None,
+    status: str | None,
+    before: str | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """A live stream's events, newest first, before the id `before`."""
+    params = {"id": stream_id, "organization_id": scope.organization_id}
+    if await (await conn.execute(queries["get_stream"], params)).fetchone() is None:
+        raise NotFound(f"no stream {stream_id}")
+    cur = await conn.execute(
+        queries["list_stream_events"],
+        {
+            "stream_id": stream_id,
+            "organization_id": scope.organization_id,
+            "type": type,
+            "status": status,
+            "before": before,
+            "limit": limit,
+        },
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def get_event(
+    conn: Conn, scope: OrgScope, *, stream_id: str, event_id: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One event of a stream, with its deliveries."""
+    params = {"id": event_id, "stream_id": stream_id, "organization_id": scope.organization_id}
+    event = await (await conn.execute(queries["get_stream_event"], params)).fetchone()
+    if event is None:
+        raise NotFound(f"no event {event_id}")
+    cur = await conn.execute(
+        queries["stream_event_deliveries"],
+        {"event_id": event_id, "organization_id": scope.organization_id},
+    )
+    return event, await cur.fetchall()
+
+
+async def erase_events(conn: Conn, *, ids: list[str], now: datetime, reason: EraseReason) -> int:
+    """Erase the data of `ids` (locked by the caller) and every trace of it; how many were
+    erased now."""
+    cur = await conn.execute(
+        queries["erase_stream_events"],
+        {"ids": ids, "now": now, "reason": reason, "skip_reason": _SKIP_REASONS[reason]},
+    )
+    return len(await cur.fetchall())
+
+
+@scoped
+async def erase_event(
+    conn: Conn, scope: OrgScope, *, stream_id: str, event_id: str, now: datetime
+) -> None:
+    """The owner's erase of one event (erasing an erased event again changes nothing)."""
+    params = {"id": event_id, "stream_id": stream_id, "organization_id": scope.organization_id}
+    if await (await conn.execute(queries["lock_stream_event"], params)).fetchone() is None:
+        raise NotFound(f"no event {event_id}")
+    await erase_events(conn, ids=[event_id], now=now, reason="requested")
+
+
+async def expire_events(conn: Conn, *, now: datetime, limit: int) -> int:
+    """One retention batch: up to `limit` events past their retention, erased (as owner)."""
+    cur = await conn.execute(queries["expired_stream_events"], {"now": now, "limit": limit})
+    ids = [row["id"] for row in await cur.fetchall()]
+    if not ids:
+        return 0
+    return await erase_events(conn, ids=ids, now=now, reason="expired")
