@@ -1,4 +1,5 @@
-"""The text of a submission as people read it: email and Telegram text, chat messages, digests.
+"""The text of a submission (or a stream event) as people read it: email and Telegram text,
+chat messages, digests.
 
 One line per field in the form's order as `label: value`; booleans `Yes`/`No`; empty `—`;
 the last line names the receipt, the form and the arrival time. Values nested deeper than
@@ -36,10 +37,17 @@ def capped(value: Any, depth: int = MAX_DEPTH) -> Any:
     return value
 
 
+def _is_event(payload: Mapping[str, Any]) -> bool:
+    """Whether `payload` is a stream event's (`data` in place of a submission's `values`)."""
+    return payload.get("event") == "stream.event"
+
+
 def _field_values(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Values (depth-capped) with attachment fields shown by their file names."""
+    """Values (depth-capped) with attachment fields shown by their file names; a stream
+    event's top-level `data` keys stand for fields."""
+    fields = payload.get("data") if _is_event(payload) else payload.get("values")
     values: dict[str, Any] = {
-        str(name): capped(value) for name, value in dict(payload.get("values") or {}).items()
+        str(name): capped(value) for name, value in dict(fields or {}).items()
     }
     for name, files in (payload.get("attachments") or {}).items():
         if isinstance(files, list):
@@ -55,6 +63,12 @@ def default_lines(payload: Mapping[str, Any], template: Mapping[str, Any] | None
     order = [str(name) for name in (template.get("field_order") or [])]
     order += [name for name in values if name not in order]
     lines = [f"{labels.get(name) or name}: {format_value(values.get(name))}" for name in order]
+    if _is_event(payload):
+        lines.append(
+            f"Receipt {payload.get('receipt', '')} · {payload.get('type', '')} on stream "
+            f"{payload.get('stream', '')} · received {payload.get('received_at', '')}"
+        )
+        return lines
     form = payload.get("form", "")
     form_name = template.get("form_name")
     form_text = f"{form_name} ({form})" if form_name else str(form)
@@ -82,10 +96,11 @@ def message(
         return str(payload.get("subject") or "Form digest"), str(payload["text"])
     subject = template.get("subject")
     text = template.get("text")
+    default = one_line(f"New event: {payload.get('type', '')}") if _is_event(payload) else None
     return (
         one_line(render(subject, values, min(limit, SUBJECT_CHARS)))
         if isinstance(subject, str) and subject
-        else DEFAULT_SUBJECT,
+        else (default or DEFAULT_SUBJECT)[:SUBJECT_CHARS],
         render(text, values, limit)
         if isinstance(text, str) and text
         else "\n".join(default_lines(payload, template))[:limit],
@@ -134,7 +149,8 @@ def chat_message(payload: Mapping[str, Any], template: Mapping[str, Any] | None)
     order += [name for name in values if name not in order]
     fields = [(str(labels.get(name) or name), format_value(values.get(name))) for name in order]
     title = f"{subject}: {form_name}" if form_name and subject == DEFAULT_SUBJECT else subject
-    footer = f"Receipt {payload.get('receipt', '')} · received {payload.get('submitted_at', '')}"
+    received = payload.get("received_at") if _is_event(payload) else payload.get("submitted_at")
+    footer = f"Receipt {payload.get('receipt', '')} · received {received or ''}"
     return ChatMessage(
         title=title, fields=[] if custom else fields, text=text if custom else None, footer=footer
     )

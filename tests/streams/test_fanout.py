@@ -17,10 +17,11 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.retention import run_retention
 from tests.streams.test_ingest import ingest_headers, new_stream
-from tests.support.api import WEBHOOK, api_client, assert_problem
+from tests.support.api import EMAIL, WEBHOOK, api_client, assert_problem
 from tests.support.builders import Tenant, make_tenant
 from tests.support.peers import hex_signature_matches, receiver, status
 from tests.support.records import rows
+from tests.support.settings import SENDER, with_settings
 
 FAST = WorkerOptions(timeout=2, margin=0.1)
 
@@ -223,3 +224,24 @@ async def test_fanout__dead_then_retried_by_hand(services: Services, conn: Conn)
             again = await client.post(f"/v1/deliveries/{dead['id']}/retry", headers=acme.headers)
     assert_problem(again, 409, "values_erased")
     assert [json.loads(r.body)["id"] for r in peer.requests] == ["e-1", "e-1"]
+
+
+async def test_fanout__an_email_reads_the_event(services: Services, conn: Conn, ses: Any) -> None:
+    acme = await make_tenant(conn)
+    async with api_client(services) as client:
+        stream = await new_stream(client, acme)
+        inbox = await client.post("/v1/destinations", json=EMAIL, headers=acme.headers)
+        await _route(client, acme, stream["id"], {"destination_id": inbox.json()["id"]})
+        posted = await client.post(
+            f"/v1/streams/{stream['id']}/events",
+            json={"type": "order.paid", "data": {"order": 1042, "paid": True}},
+            headers=ingest_headers(stream),
+        )
+    mail = with_settings(services, email_provider="ses", mail_from=SENDER)
+    stats = await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=10)
+    assert stats["sent"] == 1
+    [sent] = ses.sent_messages
+    assert sent.subject == "New event: order.paid"
+    lines = sent.body.splitlines()
+    assert sorted(lines[:2]) == ["order: 1042", "paid: Yes"]
+    assert lines[2].startswith(f"Receipt {posted.json()['event']} · order.paid on stream ")
