@@ -107,15 +107,25 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.
    AND s.deleted_at IS NULL
 
 -- name: insert_stream_events
--- An ingest's events in one statement, each unless its client id or idempotency key is
--- already the stream's (those are read afterwards), with one delivery per planned route of
--- each inserted event; the delivery references the event and copies none of it. Returns
--- the inserted events.
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
+-- An ingest in one statement (its own transaction on the autocommit connection): unless the
+-- month's count of events plus these would pass %(limit)s (null: unlimited), the events,
+-- each unless its client id or idempotency key is already the stream's (those are read
+-- afterwards), one delivery per planned route of each inserted event (it references the
+-- event and copies none of it), and the count of the inserted events on one of the
+-- month's 16 shards. Returns the inserted events, or one row with `over` when the month's
+-- count refused them all.
+WITH quota AS MATERIALIZED (
+    SELECT %(limit)s::integer IS NOT NULL
+           AND coalesce((SELECT sum(u.events) FROM usage_counters u
+                          WHERE u.organization_id = %(organization_id)s
+                            AND u.month = %(month)s), 0)
+               + jsonb_array_length(%(events)s::jsonb) > %(limit)s::integer AS over
+), input AS (
+    SELECT e.* FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
         id text, client_id text, idempotency_key text, type text, status text, reason text,
         schema_errors jsonb, schema_version integer, data jsonb, payload_hash text,
         occurred_at timestamptz, retention_days integer, n integer)
+     WHERE NOT (SELECT over FROM quota)
 ), event AS (
     INSERT INTO stream_events (id, organization_id, stream_id, client_id, idempotency_key,
                                type, status, reason, schema_errors, schema_version, data,
@@ -143,9 +153,17 @@ WITH input AS (
        AND d.deleted_at IS NULL
       JOIN destination_types t ON t.name = d.type
     RETURNING event_id
+), counted AS (
+    INSERT INTO usage_counters AS u (organization_id, month, shard, events)
+    SELECT %(organization_id)s, %(month)s, floor(random() * 16)::smallint, c.n
+      FROM (SELECT count(*) AS n FROM event) c
+     WHERE c.n > 0
+    ON CONFLICT (organization_id, month, shard) DO UPDATE SET events = u.events + excluded.events
 )
-SELECT e.id, (SELECT count(*) FROM delivery x WHERE x.event_id = e.id) AS deliveries
+SELECT e.id, false AS over, (SELECT count(*) FROM delivery x WHERE x.event_id = e.id) AS deliveries
   FROM event e
+UNION ALL
+SELECT NULL, true, 0 WHERE (SELECT over FROM quota)
 
 -- name: find_stream_events
 -- The stream's events stored under these client ids or idempotency keys.
@@ -154,20 +172,6 @@ SELECT id, client_id, idempotency_key, status, payload_hash
  WHERE stream_id = %(stream_id)s
    AND (client_id = ANY (%(client_ids)s::text[])
         OR idempotency_key = ANY (%(idempotency_keys)s::text[]))
-
--- name: count_stream_events
--- Count an ingest's new events in its organization's month, on one of the 16 shards, and
--- answer the month's total.
-WITH counted AS (
-    INSERT INTO usage_counters AS u (organization_id, month, shard, events)
-    VALUES (%(organization_id)s, %(month)s, floor(random() * 16)::smallint, %(events)s)
-    ON CONFLICT (organization_id, month, shard) DO UPDATE SET events = u.events + excluded.events
-    RETURNING u.shard, u.events
-)
-SELECT coalesce((SELECT sum(u.events) FROM usage_counters u
-                  WHERE u.organization_id = %(organization_id)s AND u.month = %(month)s
-                    AND u.shard <> (SELECT shard FROM counted)), 0)
-       + (SELECT events FROM counted) AS total
 
 -- name: lock_stream
 -- Lock a live stream's row (schema versions are appended one at a time under it).

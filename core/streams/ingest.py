@@ -5,7 +5,8 @@ One path for one event and for a batch: each event is parsed on its own (a malfo
 processes, then every event is inserted in one statement with one delivery per matching
 route. An event whose client id (or idempotency key) the stream already holds is read back:
 the same payload is a `duplicate`, another payload a conflict. Nothing is half-stored: the
-events, their deliveries and the month's count commit together or not at all.
+events, their deliveries and the month's count are one statement, committed together or
+not at all.
 """
 
 from __future__ import annotations
@@ -210,16 +211,23 @@ def _row(stream: _Stream, c: _Candidate, n: int) -> dict[str, Any]:
 async def _store(
     conn: Conn, stream: _Stream, candidates: list[_Candidate], now: datetime
 ) -> tuple[set[str], dict[str, dict[str, Any]], int]:
-    """Insert the candidates and their deliveries; return the ids inserted, the stored
-    events the others repeat (by client id, or by idempotency key), and the deliveries."""
+    """Insert the candidates, their deliveries and their count in one statement; return
+    the ids inserted, the stored events the others repeat (by client id, or by idempotency
+    key), and the deliveries planned. PlanLimitReached, storing nothing, when they would
+    take the month past the plan's events."""
     params = {
         "organization_id": stream.organization_id,
         "stream_id": stream.id,
         "now": now,
+        "month": month_of(now),
+        "limit": stream.plan.monthly_events,
         "events": Jsonb([_row(stream, c, n) for n, c in enumerate(candidates)]),
         "deliveries": Jsonb(_planned_deliveries(stream, candidates)),
     }
     inserted = await (await execute(conn, "insert_stream_events", params)).fetchall()
+    if any(row["over"] for row in inserted):
+        limit = stream.plan.monthly_events
+        raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
     ids = {row["id"] for row in inserted}
     deliveries = sum(int(row["deliveries"]) for row in inserted)
     repeats = [c for c in candidates if c.id not in ids]
@@ -242,19 +250,6 @@ async def _store(
                 stored[f"id:{row['client_id']}"] = row
             if row["idempotency_key"] is not None:
                 stored[f"key:{row['idempotency_key']}"] = row
-    if ids:
-        cur = await conn.execute(
-            queries["count_stream_events"],
-            {
-                "organization_id": stream.organization_id,
-                "month": month_of(now),
-                "events": len(ids),
-            },
-        )
-        total = await cur.fetchone()
-        limit = stream.plan.monthly_events
-        if limit is not None and total is not None and int(total["total"]) > limit:
-            raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
     return ids, stored, deliveries
 
 
@@ -328,7 +323,7 @@ async def ingest(
         candidates.append(candidate)
     deliveries = 0
     if candidates:
-        async with services.db.transaction() as conn:
+        async with services.db.connection() as conn:
             ids, stored, deliveries = await _store(conn, stream, candidates, now)
         for c in candidates:
             if c.id in ids:
