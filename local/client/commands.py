@@ -17,11 +17,16 @@ from datetime import datetime
 from typing import Any
 
 from core.http.client import ApiClient, ApiRefused
-from core.platform.vocabulary import DeliveryStatus, SchemaMode, SubmissionStatus
+from core.platform.vocabulary import (
+    DeliveryStatus,
+    SchemaMode,
+    StreamEventStatus,
+    SubmissionStatus,
+)
 from local.client.config import Login, NotLoggedIn, current_login, save_login
 from local.client.output import as_json, cell, details, table
 
-COMMANDS = ("login", "mcp", "forms", "submissions", "deliveries", "events")
+COMMANDS = ("login", "mcp", "forms", "submissions", "deliveries", "events", "streams", "send")
 USAGE_ERROR = 2
 
 
@@ -178,6 +183,65 @@ async def deliveries_retry(api: ApiClient, args: argparse.Namespace) -> Printed:
     return Printed(found, f"queued {found['id']} again\n\n" + _delivery_text(found))
 
 
+# streams
+
+
+async def streams_list(api: ApiClient, args: argparse.Namespace) -> Printed:
+    page = await api.call("GET", "/streams", params={"cursor": args.cursor, "limit": args.limit})
+    return Printed(page, _page_text(page, ["id", "name", "schema_mode", "accepting"]))
+
+
+STREAM_KEYS = ["id", "name", "schema_mode", "retention_days", "accepting", "created_at"]
+
+
+async def streams_show(api: ApiClient, args: argparse.Namespace) -> Printed:
+    stream = await api.call("GET", f"/streams/{args.id}")
+    return Printed(stream, details(stream, STREAM_KEYS))
+
+
+async def streams_create(api: ApiClient, args: argparse.Namespace) -> Printed:
+    given = {
+        "name": args.name,
+        "schema_mode": args.schema_mode,
+        "retention_days": args.retention_days,
+    }
+    body = {k: v for k, v in given.items() if v is not None}
+    stream = await api.call("POST", "/streams", body=body)
+    key = stream["ingest_key"]["key"]
+    text = details(stream, STREAM_KEYS) + f"\n\ningest key (shown once): {key}"
+    return Printed(stream, text)
+
+
+async def streams_events(api: ApiClient, args: argparse.Namespace) -> Printed:
+    params = {"type": args.type, "status": args.status, "cursor": args.cursor, "limit": args.limit}
+    page = await api.call("GET", f"/streams/{args.id}/events", params=params)
+    return Printed(page, _page_text(page, ["event", "id", "type", "status", "received_at"]))
+
+
+def _event_data(text: str) -> Any:
+    """`--data`: JSON, or `@file` for a file's JSON."""
+    if text.startswith("@"):
+        with open(text[1:], encoding="utf-8") as file:
+            text = file.read()
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+
+
+async def send_event(api: ApiClient, args: argparse.Namespace) -> Printed:
+    """Post one event to a stream (`postbag send STREAM --type T --data @file.json`)."""
+    given = {
+        "id": args.id,
+        "type": args.type,
+        "occurred_at": args.occurred_at,
+        "data": args.data,
+    }
+    body = {k: v for k, v in given.items() if v is not None}
+    answer = await api.call("POST", f"/streams/{args.stream}/events", body=body)
+    return Printed(answer, details(answer, ["event", "id", "status", "errors"]))
+
+
 # events
 
 
@@ -313,6 +377,28 @@ def add_client_commands(commands: Any) -> None:
     listing.add_argument("--submission")
     leaf(group, "show", deliveries_show, "one delivery with its attempts").add_argument("id")
     leaf(group, "retry", deliveries_retry, "queue a delivery again now").add_argument("id")
+
+    streams = commands.add_parser("streams", help="list, show and create streams; their events")
+    group = streams.add_subparsers(dest="action", required=True)
+    leaf(group, "list", streams_list, "list streams", pages)
+    leaf(group, "show", streams_show, "one stream").add_argument("id")
+    create = leaf(group, "create", streams_create, "create a stream (prints its ingest key once)")
+    create.add_argument("--name", required=True)
+    create.add_argument("--schema-mode", choices=_choices(SchemaMode))
+    create.add_argument("--retention-days", type=int)
+    listing = leaf(group, "events", streams_events, "a stream's events, newest first", pages)
+    listing.add_argument("id")
+    listing.add_argument("--type")
+    listing.add_argument("--status", choices=_choices(StreamEventStatus))
+
+    send = leaf(commands, "send", send_event, "post one event to a stream")
+    send.add_argument("stream", help="the stream's id, str_…")
+    send.add_argument("--type", required=True, help="the event's type, e.g. order.paid")
+    send.add_argument(
+        "--data", type=_event_data, required=True, help="JSON, or @file.json to read a file"
+    )
+    send.add_argument("--id", help="your event id (a repeat is answered as a duplicate)")
+    send.add_argument("--occurred-at", help="RFC 3339, e.g. 2026-12-01T09:00:00Z")
 
     events = commands.add_parser("events", help="follow the event stream")
     group = events.add_subparsers(dest="action", required=True)

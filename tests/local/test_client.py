@@ -194,3 +194,32 @@ def test_events_tail__follows_the_stream_until_ctrl_c_and_exit_codes_of_the_proc
     assert refused.returncode == 1 and "not_found" in refused.stderr
     usage = postbag("deliveries", "retry", env=env)
     assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_streams__create_send_list(
+    as_acme: World, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    created = run_json(capsys, "streams", "create", "--name", "Orders")
+    code, shown_text, _ = run(capsys, "streams", "create", "--name", "Signups")
+    assert code == 0 and "ingest key (shown once): pbs_" in shown_text
+    assert created["ingest_key"]["key"].startswith("pbs_")
+    data = tmp_path / "order.json"
+    data.write_text(json.dumps({"order": 1042, "total": 99.5}))
+    stream = created["id"]
+    sent = run_json(
+        capsys, "send", stream, "--type", "order.paid", "--data", f"@{data}", "--id", "o-1"
+    )
+    again = run_json(
+        capsys, "send", stream, "--type", "order.paid", "--data", f"@{data}", "--id", "o-1"
+    )
+    changed = run(capsys, "send", stream, "--type", "order.paid", "--data", "{}", "--id", "o-1")
+    listed = run_json(capsys, "streams", "events", stream, "--type", "order.paid")
+    streams = run_json(capsys, "streams", "list")
+    assert (sent["status"], sent["id"]) == ("accepted", "o-1")
+    assert again == {"event": sent["event"], "id": "o-1", "status": "duplicate"}
+    assert changed[0] == 1 and "idempotency_conflict" in changed[2]
+    assert [(e["event"], e["data"]) for e in listed["data"]] == [
+        (sent["event"], {"order": 1042, "total": 99.5})
+    ]
+    assert stream in [s["id"] for s in streams["data"]]
+    assert run_json(capsys, "streams", "show", stream)["name"] == "Orders"

@@ -25,16 +25,24 @@ from core.http.v1.destinations import Destination
 from core.http.v1.events import EventPage
 from core.http.v1.forms import Form
 from core.http.v1.shared import Page
+from core.http.v1.streams import StoredEvent, Stream
 from core.http.v1.submissions import SubmissionSummary
 from core.http.v1.usage import Usage
 from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
-from core.platform.vocabulary import AlertStatus, DeliveryStatus, SchemaMode, SubmissionStatus
+from core.platform.vocabulary import (
+    AlertStatus,
+    DeliveryStatus,
+    SchemaMode,
+    StreamEventStatus,
+    SubmissionStatus,
+)
 
 INSTRUCTIONS = (
     "Postbag is a form backend. Forms receive submissions from websites; each submission "
     "is delivered to destinations (webhooks, email, chat) as deliveries. Everything here "
-    "belongs to the organization of the API key in use. Submission values are personal "
+    "belongs to the organization of the API key in use. Streams receive JSON events from "
+    "servers, delivered the same way. Submission values and event data are personal "
     "data: read them only when asked, and erase only on an explicit request."
 )
 
@@ -56,6 +64,7 @@ DestinationId = Annotated[
     str, Field(pattern=id_pattern("dst"), description="a destination id (dst_…)")
 ]
 AlertId = Annotated[str, Field(pattern=id_pattern("alr"), description="an alert id (alr_…)")]
+StreamId = Annotated[str, Field(pattern=id_pattern("str"), description="a stream id (str_…)")]
 Cursor = Annotated[
     str | None, Field(description="`next_cursor` of the previous page", max_length=512)
 ]
@@ -246,5 +255,38 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         """Acknowledge an alert; the next failure of its subject opens a new one."""
         acknowledged: dict[str, Any] = await call("POST", f"/alerts/{alert_id}/ack")
         return acknowledged
+
+    @server.tool(annotations=READ)
+    async def list_streams(cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Stream]:
+        """The organization's streams (oldest first)."""
+        params = {"cursor": cursor, "limit": limit}
+        return Page[Stream].model_validate(await call("GET", "/streams", params=params))
+
+    @server.tool(annotations=READ)
+    async def list_stream_events(
+        stream_id: StreamId,
+        type: Annotated[str | None, Field(description="only events of this type")] = None,
+        status: StreamEventStatus | None = None,
+        cursor: Cursor = None,
+        limit: Limit = DEFAULT_LIMIT,
+    ) -> Page[StoredEvent]:
+        """A stream's stored events with their data (newest first)."""
+        params = {"type": type, "status": status, "cursor": cursor, "limit": limit}
+        path = f"/streams/{stream_id}/events"
+        return Page[StoredEvent].model_validate(await call("GET", path, params=params))
+
+    @server.tool(annotations=WRITE)
+    async def send_event(
+        stream_id: StreamId,
+        type: Annotated[str, Field(description="the event's type, e.g. `order.paid`")],
+        data: Annotated[dict[str, Any], Field(description="the event's JSON object")],
+        id: Annotated[
+            str | None, Field(description="an event id: a repeat is answered as a duplicate")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Post one event to a stream; the answer has its receipt (`event`) and `status`."""
+        body = {k: v for k, v in {"id": id, "type": type, "data": data}.items() if v is not None}
+        answer: dict[str, Any] = await call("POST", f"/streams/{stream_id}/events", body=body)
+        return answer
 
     return server

@@ -38,6 +38,8 @@ READ_TOOLS = {
     "list_events",
     "get_usage",
     "list_alerts",
+    "list_streams",
+    "list_stream_events",
 }
 WRITE_TOOLS = {
     "create_form",
@@ -46,6 +48,7 @@ WRITE_TOOLS = {
     "mark_submission_spam",
     "retry_delivery",
     "acknowledge_alert",
+    "send_event",
 }
 
 
@@ -138,6 +141,36 @@ async def test_mcp_http__write_tools_create_a_form_and_retry_a_delivery(world: W
     assert form.json()["allowed_origins"] == ["https://acme.example"]
 
 
+async def test_mcp_http__stream_tools_send_and_read_events(world: World) -> None:
+    created = httpx.post(
+        f"{world.url}/v1/streams", json={"name": "Audit"}, headers=world.acme.headers, timeout=10
+    )
+    stream = created.json()["id"]
+    async with over_http(world, world.acme.key) as client:
+        sent = await call(
+            client, "send_event", stream_id=stream, type="user.login", data={"user": "u1"}, id="l-1"
+        )
+        again = await call(
+            client, "send_event", stream_id=stream, type="user.login", data={"user": "u1"}, id="l-1"
+        )
+        streams = await call(client, "list_streams")
+        events = await call(client, "list_stream_events", stream_id=stream, type="user.login")
+    assert (sent["status"], again["status"]) == ("accepted", "duplicate")
+    assert again["event"] == sent["event"]
+    assert stream in [s["id"] for s in streams["data"]]
+    assert [(e["event"], e["data"]) for e in events["data"]] == [(sent["event"], {"user": "u1"})]
+    # An ingest key opens no tool.
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {created.json()['ingest_key']['key']}"}
+    ) as http:
+        refused = await http.post(
+            f"{world.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    assert refused.status_code == 403 and refused.json()["code"] == "ingest_key_only"
+
+
 async def test_mcp_http__api_refusals_are_tool_errors_carrying_the_problem_code(
     world: World,
 ) -> None:
@@ -181,6 +214,8 @@ ID_ARGUMENTS = [
     ("get_delivery", "delivery_id"),
     ("retry_delivery", "delivery_id"),
     ("acknowledge_alert", "alert_id"),
+    ("list_stream_events", "stream_id"),
+    ("send_event", "stream_id"),
 ]
 
 
