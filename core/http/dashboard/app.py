@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from core.http.dashboard import activity, destinations, forms, inbox, receipts, schemas
+from core.http.dashboard import activity, destinations, forms, inbox, receipts, schemas, streams
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -41,6 +41,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     schemas.router,
     destinations.router,
     activity.router,
+    streams.router,
 ]
 
 _TITLES = {

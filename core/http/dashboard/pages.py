@@ -24,6 +24,7 @@ NAV = [
     ("/app", "Inbox"),
     ("/app/forms", "Forms"),
     ("/app/destinations", "Destinations"),
+    ("/app/streams", "Streams"),
     ("/app/alerts", "Alerts"),
     ("/app/events", "Events"),
 ]

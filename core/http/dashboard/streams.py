@@ -1,0 +1,157 @@
+"""Streams: the list (and a new stream), one stream with its ingest keys and recent
+events, and one event with its data and delivery lines (erase)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
+from core.http.deps import ServicesDep
+from core.platform.clock import utcnow
+from core.platform.errors import InvalidInput
+from core.streams import events, streams
+from core.streams.streams import NewIngestKey, StreamFields
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+
+
+async def _key_shown_once(
+    request: Request, services: ServicesDep, session: SessionDep, key: NewIngestKey
+) -> Response:
+    return await page(
+        request,
+        services,
+        session,
+        "stream_key.html",
+        title="Ingest key",
+        active="/app/streams",
+        key=key.row,
+        secret=key.secret,
+    )
+
+
+@router.get("/streams")
+async def streams_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        found = await streams.list_streams(conn, session.scope, after=None, limit=200)
+    return await page(
+        request,
+        services,
+        session,
+        "streams.html",
+        title="Streams",
+        active="/app/streams",
+        streams=found,
+    )
+
+
+@router.post("/streams")
+async def stream_create(
+    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
+) -> Response:
+    fields = StreamFields(name=str(posted.get("name") or "Stream")[:200] or "Stream")
+    async with services.db.scoped(session.scope) as conn:
+        _row, key = await streams.create_stream(conn, session.scope, fields=fields)
+    return await _key_shown_once(request, services, session, key)
+
+
+@router.get("/streams/{stream_id}")
+async def stream_page(
+    request: Request, services: ServicesDep, session: SessionDep, stream_id: str
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        stream = await streams.get_stream(conn, session.scope, stream_id=stream_id)
+        keys = await streams.list_ingest_keys(
+            conn, session.scope, stream_id=stream_id, after=None, limit=200
+        )
+        recent = await events.list_events(
+            conn, session.scope, stream_id=stream_id, type=None, status=None, before=None, limit=50
+        )
+    return await page(
+        request,
+        services,
+        session,
+        "stream.html",
+        title=stream["name"],
+        active="/app/streams",
+        stream=stream,
+        keys=keys,
+        events=recent,
+    )
+
+
+@router.post("/streams/{stream_id}/keys")
+async def key_create(
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    posted: CheckedForm,
+    stream_id: str,
+) -> Response:
+    name = str(posted.get("name") or "ingest").strip()[:200] or "ingest"
+    async with services.db.scoped(session.scope) as conn:
+        key = await streams.create_ingest_key(conn, session.scope, stream_id=stream_id, name=name)
+    return await _key_shown_once(request, services, session, key)
+
+
+@router.post("/streams/{stream_id}/keys/{key_id}/revoke")
+async def key_revoke(
+    services: ServicesDep, session: SessionDep, _posted: CheckedForm, stream_id: str, key_id: str
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        await streams.revoke_ingest_key(conn, session.scope, stream_id=stream_id, key_id=key_id)
+    return see_other(f"/app/streams/{stream_id}")
+
+
+def _line(row: dict[str, Any]) -> dict[str, Any]:
+    state, css = delivery_state(row)
+    return {
+        **row,
+        "state": state,
+        "css": css,
+        "detail_words": detail_words(row["last_detail"]),
+        "reason_words": reason_words(row["reason"]),
+    }
+
+
+@router.get("/streams/{stream_id}/events/{event_id}")
+async def event_page(
+    request: Request, services: ServicesDep, session: SessionDep, stream_id: str, event_id: str
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        stream = await streams.get_stream(conn, session.scope, stream_id=stream_id)
+        event, lines = await events.get_event(
+            conn, session.scope, stream_id=stream_id, event_id=event_id
+        )
+    kept = event["data"]
+    data = None if kept is None else json.dumps(kept, indent=2, ensure_ascii=False)
+    return await page(
+        request,
+        services,
+        session,
+        "stream_event.html",
+        title=f"Event {event_id}",
+        active="/app/streams",
+        stream=stream,
+        event=event,
+        data=data,
+        lines=[_line(row) for row in lines],
+    )
+
+
+@router.post("/streams/{stream_id}/events/{event_id}/erase")
+async def event_erase(
+    services: ServicesDep, session: SessionDep, posted: CheckedForm, stream_id: str, event_id: str
+) -> Response:
+    if posted.get("confirm") != "erase":
+        raise InvalidInput("tick the box to confirm the erase", [])
+    async with services.db.scoped(session.scope) as conn:
+        await events.erase_event(
+            conn, session.scope, stream_id=stream_id, event_id=event_id, now=utcnow()
+        )
+    return see_other(f"/app/streams/{stream_id}/events/{event_id}")
