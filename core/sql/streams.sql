@@ -79,7 +79,8 @@ SELECT k.organization_id, k.stream_id
  WHERE k.key_hash = %(key_hash)s AND k.revoked_at IS NULL AND s.deleted_at IS NULL
 
 -- name: ingest_context
--- What an ingest needs of a live stream, in one round trip: its settings, its
+-- What an ingest needs of a live stream, in one round trip: the stream named (with an API
+-- key's organization) or the one of a live ingest key (%(key_hash)s), its settings, its
 -- organization's plan and month count of events, its current schemas (the latest version
 -- the owner wrote for each event type, null for the default) and its live routes to live
 -- destinations.
@@ -103,8 +104,12 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.
                     AND d.deleted_at IS NULL), '[]'::jsonb) AS routes
   FROM streams s
   JOIN organizations o ON o.id = s.organization_id
- WHERE s.id = %(stream_id)s AND s.organization_id = %(organization_id)s
-   AND s.deleted_at IS NULL
+ WHERE s.deleted_at IS NULL
+   AND CASE WHEN %(key_hash)s::bytea IS NULL
+            THEN s.id = %(stream_id)s AND s.organization_id = %(organization_id)s
+            ELSE s.id = (SELECT k.stream_id FROM stream_keys k
+                          WHERE k.key_hash = %(key_hash)s::bytea AND k.revoked_at IS NULL)
+       END
 
 -- name: insert_stream_events
 -- An ingest in one statement (its own transaction on the autocommit connection): unless the

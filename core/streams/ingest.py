@@ -21,16 +21,19 @@ from typing import Annotated, Any
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, StringConstraints, ValidationError
 
+from core.owner.organizations import hash_key
 from core.owner.plans import PLANS, Plan
 from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.errors import (
     IdempotencyConflict,
+    IngestKeyOnly,
     InvalidInput,
     NotFound,
     PlanLimitReached,
     PostbagError,
     StreamClosed,
+    Unauthenticated,
     invalid_input,
 )
 from core.platform.ids import new_id
@@ -137,12 +140,35 @@ def idempotency_key(header: str | None) -> str | None:
     return key
 
 
-async def _stream(conn: Conn, scope: OrgScope, stream_id: str, now: datetime) -> _Stream:
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who posts: an API key's organization, or an ingest key (`pbs_…`), which is checked
+    in the same round trip as the stream's settings are read."""
+
+    scope: OrgScope | None = None
+    ingest_key: str | None = None
+
+
+async def _stream(conn: Conn, caller: Caller, stream_id: str, now: datetime) -> _Stream:
+    """The stream's settings; Unauthenticated for an ingest key that is not live, and
+    `403 ingest_key_only` for one of another stream."""
+    key_hash = hash_key(caller.ingest_key) if caller.ingest_key is not None else None
+    organization = caller.scope.organization_id if caller.scope is not None else None
     cur = await conn.execute(
         queries["ingest_context"],
-        {"stream_id": stream_id, "organization_id": scope.organization_id, "month": month_of(now)},
+        {
+            "stream_id": stream_id,
+            "organization_id": organization,
+            "key_hash": key_hash,
+            "month": month_of(now),
+        },
     )
     row = await cur.fetchone()
+    if key_hash is not None:
+        if row is None:
+            raise Unauthenticated("a valid API key is required")
+        if row["id"] != stream_id:
+            raise IngestKeyOnly("this ingest key posts events to another stream")
     if row is None:
         raise NotFound(f"no stream {stream_id}")
     if not row["accepting"]:
@@ -282,7 +308,7 @@ class Ingested:
 
 async def ingest(
     services: Services,
-    scope: OrgScope,
+    caller: Caller,
     stream_id: str,
     events: Sequence[Any],
     *,
@@ -292,7 +318,7 @@ async def ingest(
     """Check and store `events` (parsed JSON, one per element) in one transaction. `key`
     (an `Idempotency-Key`) stands for the id of an event posted alone without one."""
     async with services.db.connection() as conn:
-        stream = await _stream(conn, scope, stream_id, now)
+        stream = await _stream(conn, caller, stream_id, now)
     limit = stream.plan.monthly_events
     if limit is not None and stream.month_events >= limit:
         raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")

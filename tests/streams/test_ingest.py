@@ -14,7 +14,7 @@ from core.platform.services import Services
 from tests.support.api import api_client, assert_problem
 from tests.support.builders import Tenant, make_tenant
 from tests.support.records import rows
-from tests.support.settings import built_services
+from tests.support.settings import built_services, with_settings
 
 
 async def new_stream(client: httpx.AsyncClient, who: Tenant, **fields: Any) -> dict[str, Any]:
@@ -226,3 +226,22 @@ async def test_ingest__20_way_races_on_one_id(db_url: str, tmp_path: Path, conn:
     assert sorted((r["client_id"], r["n"]) for r in stored) == [("order-1", 1), ("race-2", 1)]
     counted = await rows(conn, "SELECT sum(events) AS n FROM usage_counters")
     assert counted[0]["n"] == 2
+
+
+async def test_ingest_key__bad_ones_are_throttled_like_api_keys(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    proxied = with_settings(services, trusted_proxies=["127.0.0.1/32"])
+    async with api_client(proxied) as client:
+        stream = await new_stream(client, acme)
+        path = f"/v1/streams/{stream['id']}/events"
+        guess = {"Authorization": "Bearer pbs_guess", "X-Forwarded-For": "203.0.113.9"}
+        first = [(await client.post(path, json=EVENT, headers=guess)).status_code for _ in "x" * 20]
+        over = await client.post(path, json=EVENT, headers=guess)
+        valid = await client.post(
+            path, json=EVENT, headers={**ingest_headers(stream), "X-Forwarded-For": "203.0.113.9"}
+        )
+    assert first == [401] * 20
+    assert_problem(over, 429, "too_many_attempts")
+    assert valid.status_code == 202, valid.text

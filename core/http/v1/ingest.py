@@ -13,14 +13,13 @@ from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 
-from core.http.deps import NowDep, ServicesDep, throttled_client
+from core.http.deps import throttled_client
 from core.http.v1.auth import scope_of_key
 from core.http.v1.shared import problems
 from core.intake.wakeup import notify_deliveries
 from core.owner.throttle import bad_api_key
 from core.platform.clock import utcnow
 from core.platform.errors import (
-    IngestKeyOnly,
     InputLimit,
     InvalidInput,
     MalformedBody,
@@ -29,11 +28,12 @@ from core.platform.errors import (
     Unauthenticated,
 )
 from core.platform.ids import is_id
-from core.platform.scope import OrgScope
+from core.platform.services import Services
 from core.platform.values import load_json
 from core.streams.ingest import (
     MAX_BATCH_EVENTS,
     MAX_EVENT_BYTES,
+    Caller,
     EventIn,
     Ingested,
     Outcome,
@@ -41,7 +41,7 @@ from core.streams.ingest import (
     ingest,
     single_answer,
 )
-from core.streams.streams import INGEST_KEY_PREFIX, ingest_key_stream
+from core.streams.streams import INGEST_KEY_PREFIX
 
 router = APIRouter(tags=["streams"], responses=problems(401, 403, 404, 503))
 
@@ -51,32 +51,31 @@ _bearer = HTTPBearer(
 )
 
 
-async def ingest_scope(
+async def ingest_caller(
     request: Request,
     stream_id: str,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    services: ServicesDep,
-) -> OrgScope:
-    """The organization an ingest runs for: an ingest key's, for its own stream only
-    (`403 ingest_key_only` for another), or an API key's."""
+) -> Caller:
+    """Who posts: an API key's organization (checked here), or an ingest key, checked by
+    the ingest with the stream's settings, in one round trip (see `_ingest`)."""
     key = credentials.credentials if credentials is not None else None
-    if key is None or not key.startswith(INGEST_KEY_PREFIX):
-        scope = await scope_of_key(request, services, key)
+    if key is not None and key.startswith(INGEST_KEY_PREFIX) and len(key) <= 200:
+        caller = Caller(ingest_key=key)
     else:
-        async with services.db.connection() as conn:
-            found = await ingest_key_stream(conn, key)
-            if found is None:
-                await bad_api_key(conn, throttled_client(request, services), now=utcnow())
-                raise Unauthenticated("a valid API key is required")
-        scope, own_stream = found
-        if own_stream != stream_id:
-            raise IngestKeyOnly("this ingest key posts events to another stream")
+        caller = Caller(scope=await scope_of_key(request, _services(request), key))
     if not is_id(stream_id, "str"):
         raise NotFound("no such object: stream_id is not a str_… id")
-    return scope
+    return caller
 
 
-IngestScopeDep = Annotated[OrgScope, Depends(ingest_scope)]
+CallerDep = Annotated[Caller, Depends(ingest_caller)]
+
+
+def _services(request: Request) -> Services:
+    # Read here rather than through a dependency: FastAPI runs a sync dependency (the
+    # services, the clock) on its thread pool, a thread hop per call on the volume path.
+    services: Services = request.app.state.services
+    return services
 
 
 class EventAnswer(BaseModel):
@@ -116,9 +115,22 @@ def _answer(outcome: Outcome) -> dict[str, Any]:
 
 
 def _respond(status: int, body: dict[str, Any], ingested: Ingested, request: Request) -> Any:
-    services = request.app.state.services
+    services = _services(request)
     background = BackgroundTask(notify_deliveries, services) if ingested.deliveries else None
     return JSONResponse(body, status_code=status, background=background)
+
+
+async def _ingest(
+    request: Request, caller: Caller, stream_id: str, events: list[Any], key: str | None = None
+) -> Ingested:
+    """Run the ingest; a bad ingest key counts toward the client's bad-key throttle."""
+    services = _services(request)
+    try:
+        return await ingest(services, caller, stream_id, events, key=key, now=utcnow())
+    except Unauthenticated:
+        async with services.db.connection() as conn:
+            await bad_api_key(conn, throttled_client(request, services), now=utcnow())
+        raise
 
 
 def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -140,9 +152,7 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
 async def post_event(
     stream_id: str,
     request: Request,
-    scope: IngestScopeDep,
-    services: ServicesDep,
-    now: NowDep,
+    caller: CallerDep,
     idempotency: Annotated[
         str | None,
         Header(
@@ -158,9 +168,7 @@ async def post_event(
     if len(raw) > MAX_EVENT_BYTES:
         raise PayloadTooLarge(f"an event is at most {MAX_EVENT_BYTES // 1024} KiB")
     event = load_json(raw)
-    ingested = await ingest(
-        services, scope, stream_id, [event], key=idempotency_key(idempotency), now=now
-    )
+    ingested = await _ingest(request, caller, stream_id, [event], idempotency_key(idempotency))
     outcome = single_answer(ingested.outcomes[0])
     return _respond(202, _answer(outcome), ingested, request)
 
@@ -192,12 +200,10 @@ def _events_of(raw: bytes) -> list[Any]:
     responses=problems(402, 422),
     openapi_extra=_body_schema(BatchIn),
 )
-async def post_batch(
-    stream_id: str, request: Request, scope: IngestScopeDep, services: ServicesDep, now: NowDep
-) -> Any:
+async def post_batch(stream_id: str, request: Request, caller: CallerDep) -> Any:
     """Post up to 500 events (at most 1 MiB) in one transaction: one result per event,
     `accepted`, `duplicate`, `quarantined` or `rejected` (malformed, never stored)."""
     events = _events_of(await request.body())
-    ingested = await ingest(services, scope, stream_id, events, now=now)
+    ingested = await _ingest(request, caller, stream_id, events)
     results = [{"index": o.index, **_answer(o)} for o in ingested.outcomes]
     return _respond(200, {"results": results}, ingested, request)
