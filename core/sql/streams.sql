@@ -191,13 +191,30 @@ SELECT count(*) AS n FROM stream_schemas
  WHERE stream_id = %(stream_id)s AND organization_id = %(organization_id)s
 
 -- name: insert_stream_schema
--- Append a stream's next schema version.
+-- Append a stream's next schema version (`manual`, or `suggested` by inference).
 INSERT INTO stream_schemas (organization_id, stream_id, version, event_type, schema, source)
 SELECT %(organization_id)s, %(stream_id)s, coalesce(max(version), 0) + 1, %(event_type)s,
-       %(schema)s, 'manual'
+       %(schema)s, %(source)s
   FROM stream_schemas
  WHERE stream_id = %(stream_id)s
 RETURNING version, event_type, schema, source, created_at
+
+-- name: get_stream_schema
+-- One schema version of a stream.
+SELECT version, event_type, schema, source, created_at
+  FROM stream_schemas
+ WHERE stream_id = %(stream_id)s AND organization_id = %(organization_id)s
+   AND version = %(version)s
+
+-- name: stream_event_samples
+-- The data of a stream's newest events (of one type, when given) that still hold it.
+SELECT data
+  FROM stream_events
+ WHERE stream_id = %(stream_id)s AND organization_id = %(organization_id)s
+   AND data IS NOT NULL
+   AND (%(event_type)s::text IS NULL OR type = %(event_type)s)
+ ORDER BY id DESC
+ LIMIT %(limit)s
 
 -- name: list_stream_schemas
 -- One page of a stream's schema versions, oldest first, after a version.

@@ -144,3 +144,42 @@ async def test_schemas__observe_accepts_and_reports_drift(services: Services, co
     [event] = listed.json()["data"]
     assert event["errors"] == [{"path": "/order", "keyword": "type"}]
     assert event["schema_version"] == 1
+
+
+async def test_schemas__suggested_from_events_then_adopted(services: Services, conn: Conn) -> None:
+    acme = await make_tenant(conn)
+    async with api_client(services) as client:
+        stream = await new_stream(client, acme, schema_mode="enforce")
+        path = f"/v1/streams/{stream['id']}"
+        key = ingest_headers(stream)
+        none_yet = await client.post(f"{path}/schemas/suggest", json={}, headers=acme.headers)
+        assert_problem(none_yet, 422, "invalid_input")
+        events = [{"type": "signup", "data": {"user": f"u{n}", "age": n}} for n in range(5)]
+        events.append({"type": "other", "data": {"anything": True}})
+        await client.post(f"{path}/batch", json={"events": events}, headers=key)
+        suggested = await client.post(
+            f"{path}/schemas/suggest", json={"event_type": "signup"}, headers=acme.headers
+        )
+        assert suggested.status_code == 201, suggested.text
+        body = suggested.json()
+        assert (body["version"], body["source"], body["event_type"]) == (1, "suggested", "signup")
+        assert set(body["schema"]["properties"]) == {"user", "age"}
+        # A suggestion is not enforced: a breaking event is still accepted.
+        before = await client.post(
+            f"{path}/events", json={"type": "signup", "data": {"age": "old"}}, headers=key
+        )
+        assert before.json()["status"] == "accepted"
+        adopted = await client.post(f"{path}/schemas/1/adopt", headers=acme.headers)
+        assert adopted.status_code == 201
+        assert (adopted.json()["version"], adopted.json()["source"]) == (2, "manual")
+        after = await client.post(
+            f"{path}/events", json={"type": "signup", "data": {"age": "old"}}, headers=key
+        )
+        other_type = await client.post(
+            f"{path}/events", json={"type": "other", "data": {"age": "old"}}, headers=key
+        )
+        missing = await client.post(f"{path}/schemas/9/adopt", headers=acme.headers)
+    assert after.json()["status"] == "quarantined"
+    assert {"path": "/age", "keyword": "type"} in after.json()["errors"]
+    assert other_type.json()["status"] == "accepted"
+    assert_problem(missing, 404, "not_found")

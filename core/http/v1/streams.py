@@ -265,6 +265,45 @@ async def add_stream_schema(
     return _schema(row)
 
 
+class SuggestFields(BaseModel):
+    """What to infer a schema for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event_type: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
+        default=None, description="infer from events of this type (all types when left out)"
+    )
+
+
+@router.post(
+    "/streams/{stream_id}/schemas/suggest", status_code=201, responses=problems(402, 404, 422)
+)
+async def suggest_stream_schema(
+    stream_id: str, body: SuggestFields, scope: ScopeDep, services: ServicesDep
+) -> StreamSchema:
+    """Append a `suggested` version inferred from the newest 1,000 stored events (of
+    `event_type`); it is never checked against until adopted."""
+    async with services.db.scoped(scope) as conn:
+        row = await schemas.suggest_stream_schema(
+            conn, scope, stream_id=stream_id, event_type=body.event_type
+        )
+    return _schema(row)
+
+
+@router.post(
+    "/streams/{stream_id}/schemas/{version}/adopt",
+    status_code=201,
+    responses=problems(402, 404, 422),
+)
+async def adopt_stream_schema(
+    stream_id: str, version: int, scope: ScopeDep, services: ServicesDep
+) -> StreamSchema:
+    """Make a version (a suggestion) current for its event type: a `manual` copy of it."""
+    async with services.db.scoped(scope) as conn:
+        row = await schemas.adopt_stream_schema(conn, scope, stream_id=stream_id, version=version)
+    return _schema(row)
+
+
 @router.post("/streams/{stream_id}/routes", status_code=201, responses=problems(404, 409, 422))
 async def create_route(
     stream_id: str, body: StreamRouteFields, scope: ScopeDep, services: ServicesDep

@@ -55,6 +55,8 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/events"): {"type": "t", "data": {}},
     ("POST", "/v1/streams/{stream_id}/batch"): {"events": [{"type": "t", "data": {}}]},
     ("POST", "/v1/streams/{stream_id}/events/{event_id}/erase"): {},
+    ("POST", "/v1/streams/{stream_id}/schemas/suggest"): {},
+    ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -136,6 +138,7 @@ async def _world(
         },
     )
     stream = await create(client, who, "/v1/streams", {"name": "Stream"})
+    await create(client, who, f"/v1/streams/{stream['id']}/schemas", {"schema": {"type": "object"}})
     stream_route = await create(
         client, who, f"/v1/streams/{stream['id']}/routes", {"destination_id": inbox["id"]}
     )
