@@ -102,29 +102,30 @@ class _Candidate:
     schema_version: int | None = None
 
 
-def payload_hash(event: EventIn) -> bytes:
-    """The canonical hash of an event: its type, time and data (key order and spacing, and
-    the time's zone, do not matter)."""
+def canonical(event: EventIn) -> bytes:
+    """An event's type, time and data as compact JSON with sorted keys (its size and its
+    hash: key order and spacing, and the time's zone, do not matter)."""
     occurred = event.occurred_at.astimezone(UTC).isoformat() if event.occurred_at else None
-    canonical = {"type": event.type, "occurred_at": occurred, "data": event.data}
-    raw = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).digest()
+    body = {"type": event.type, "occurred_at": occurred, "data": event.data}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def parse_event(raw: Any) -> EventIn:
-    """One posted event, or InvalidInput naming what is wrong (UnstorableValue and
-    InputLimit too): over 64 KiB, not storable, or not of the event's shape."""
-    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > MAX_EVENT_BYTES:
+def parse_event(raw: Any) -> tuple[EventIn, bytes]:
+    """One posted event and its payload hash, or InvalidInput naming what is wrong
+    (UnstorableValue and InputLimit too): not storable, not of the event's shape, or over
+    64 KiB (its type, time and data as compact JSON)."""
+    check_storable(raw)
+    try:
+        event = EventIn.model_validate(raw)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    text = canonical(event)
+    if len(text) > MAX_EVENT_BYTES:
         raise InvalidInput(
             "the event is over 64 KiB",
             [{"field": "event", "message": f"at most {MAX_EVENT_BYTES} bytes of JSON"}],
         )
-    check_storable(raw)
-    try:
-        return EventIn.model_validate(raw)
-    except ValidationError as exc:
-        raise invalid_input(exc) from None
+    return event, hashlib.sha256(text).digest()
 
 
 def idempotency_key(header: str | None) -> str | None:
@@ -328,7 +329,7 @@ async def ingest(
     later: list[_Candidate] = []
     for index, raw in enumerate(events):
         try:
-            event = parse_event(raw)
+            event, hashed = parse_event(raw)
         except InvalidInput as exc:
             client_id = raw.get("id") if isinstance(raw, dict) else None
             shown = client_id if isinstance(client_id, str) and len(client_id) <= 255 else None
@@ -336,9 +337,7 @@ async def ingest(
                 index, shown, "rejected", errors=exc.errors or None, refusal=exc
             )
             continue
-        candidate = _Candidate(
-            index, event, payload_hash(event), key if event.id is None and key else None
-        )
+        candidate = _Candidate(index, event, hashed, key if event.id is None and key else None)
         keyed = bool(event.id or candidate.idempotency_key)
         if keyed and _repeat_key(candidate) in first:
             later.append(candidate)  # the same id twice in one batch: the first one counts

@@ -82,6 +82,31 @@ async def test_batch__mixed_results_in_one_transaction(services: Services, conn:
     ]
 
 
+async def test_batch__unstorable_values_reject_their_event_only(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    async with api_client(services) as client:
+        stream = await new_stream(client, acme)
+        body = (
+            b'{"events": [{"type": "t", "data": {"a": "\\ud800"}},'
+            b' {"type": "t", "data": {"n": 1e400}},'
+            b' {"type": "t", "data": {"n": NaN}},'
+            b' {"type": "t", "data": {"ok": true}}]}'
+        )
+        answer = await client.post(
+            f"/v1/streams/{stream['id']}/batch",
+            content=body,
+            headers={**ingest_headers(stream), "Content-Type": "application/json"},
+        )
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["status"] for r in results] == ["rejected", "rejected", "rejected", "accepted"]
+    assert [r["errors"][0]["field"] for r in results[:3]] == ["data.a", "data.n", "data.n"]
+    stored = await rows(conn, "SELECT data FROM stream_events")
+    assert [r["data"] for r in stored] == [{"ok": True}]
+
+
 async def test_batch__limits(services: Services, conn: Conn) -> None:
     acme = await make_tenant(conn)
     async with api_client(services) as client:

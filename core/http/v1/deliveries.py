@@ -25,7 +25,7 @@ class Delivery(BaseModel):
     """A delivery as listed; `GET /v1/deliveries/{id}` adds `max_attempts` and `history`."""
 
     id: str
-    submission: str | None = Field(description="null for a digest")
+    submission: str | None = Field(description="null for a digest or a stream event")
     destination: str | None = Field(description="null for an acknowledgement email")
     kind: DeliveryKind
     channel: DestinationType
