@@ -104,12 +104,12 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.
                     AND d.deleted_at IS NULL), '[]'::jsonb) AS routes
   FROM streams s
   JOIN organizations o ON o.id = s.organization_id
- WHERE s.deleted_at IS NULL
-   AND CASE WHEN %(key_hash)s::bytea IS NULL
-            THEN s.id = %(stream_id)s AND s.organization_id = %(organization_id)s
-            ELSE s.id = (SELECT k.stream_id FROM stream_keys k
+ WHERE s.id = CASE WHEN %(key_hash)s::bytea IS NULL THEN %(stream_id)s::text
+                   ELSE (SELECT k.stream_id FROM stream_keys k
                           WHERE k.key_hash = %(key_hash)s::bytea AND k.revoked_at IS NULL)
-       END
+              END
+   AND (%(key_hash)s::bytea IS NOT NULL OR s.organization_id = %(organization_id)s::text)
+   AND s.deleted_at IS NULL
 
 -- name: insert_stream_events
 -- An ingest in one statement (its own transaction on the autocommit connection): unless the
