@@ -1,9 +1,9 @@
 """The text of a submission as people read it: email and Telegram text, chat messages, digests.
 
 One line per field in the form's order as `label: value`; booleans `Yes`/`No`; empty `—`;
-the last line names the receipt, the form and the arrival time. Values nested deeper than
-MAX_DEPTH show `…` in place of what lies below, so no value can make rendering recurse
-without bound.
+a ticked consent field reads `Consent: given`; the last line names the receipt, the form and
+the arrival time. Values nested deeper than MAX_DEPTH show `…` in place of what lies below,
+so no value can make rendering recurse without bound.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 from core.destinations.templates import format_value, render
 
 DEFAULT_SUBJECT = "New form submission"
+# The line a given consent reads as, in place of its field's `label: Yes`.
+CONSENT_GIVEN = "Consent: given"
 # The longest text and subject rendered for any destination (an email's body; a chat
 # service cuts further): rendering stops there, it never renders and then cuts.
 TEXT_CHARS = 100_000
@@ -54,7 +56,14 @@ def default_lines(payload: Mapping[str, Any], template: Mapping[str, Any] | None
     labels: Mapping[str, Any] = template.get("labels") or {}
     order = [str(name) for name in (template.get("field_order") or [])]
     order += [name for name in values if name not in order]
-    lines = [f"{labels.get(name) or name}: {format_value(values.get(name))}" for name in order]
+    # A ticked consent box reads as the consent it is, not as its label and `Yes`.
+    given = template.get("consent_field") if payload.get("consent") is True else None
+    lines = [
+        CONSENT_GIVEN
+        if name == given
+        else f"{labels.get(name) or name}: {format_value(values.get(name))}"
+        for name in order
+    ]
     form = payload.get("form", "")
     form_name = template.get("form_name")
     form_text = f"{form_name} ({form})" if form_name else str(form)
