@@ -56,8 +56,10 @@ SchemaMode = Literal["off", "observe", "enforce"]
 # form_schemas.source
 SchemaSource = Literal["manual", "suggested"]
 
-# destinations.health
+# destinations.health: the storm breaker's state (failing: only probes are sent).
 DestinationHealth = Literal["healthy", "failing"]
+# A destination's health as the API and the dashboard say it (core/owner/health.py).
+HealthReading = Literal["healthy", "degraded", "failing", "paused"]
 
 # alerts.kind
 AlertKind = Literal["delivery.dead", "storage.stuck"]

@@ -30,6 +30,14 @@ _REASONS = {
 _HTTP = re.compile(r"http_(\d{3})")
 
 
+def target_text(target: Mapping[str, Any] | None) -> str:
+    """A redacted target as text: `owner@example.com`, not a list's repr; `` for none."""
+    parts: list[str] = []
+    for value in (target or {}).values():
+        parts.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+    return ", ".join(parts)
+
+
 def detail_words(detail: str | None) -> str:
     """A delivery's last detail as shown, e.g. `http_503` as `HTTP 503`."""
     if not detail:
