@@ -85,6 +85,14 @@ def summary_line(counts: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+def troubled(counts: Mapping[str, int]) -> str | None:
+    """`dead` when a delivery will not be tried again, `failed` when one waits for a retry,
+    else None: what makes an inbox row stand out."""
+    if counts.get("dead"):
+        return "dead"
+    return "failed" if counts.get("failed") else None
+
+
 async def _open_alerts(services: Services, session: SessionDep) -> int:
     async with services.db.scoped(session.scope) as conn:
         found = await alerts.list_alerts(conn, session.scope, status="open", before=None, limit=100)
