@@ -6,7 +6,7 @@ import re
 import secrets
 import time
 
-PREFIXES = frozenset({"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr"})
+PREFIXES = frozenset({"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr", "rpl"})
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 ID_LENGTH = 26
 _SHAPE = re.compile(rf"[a-z]{{3}}_[{_ALPHABET}]{{{ID_LENGTH}}}")

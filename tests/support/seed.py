@@ -44,6 +44,8 @@ INSERT INTO schema_drift (organization_id, form_id, hour, path, keyword, count, 
     VALUES (%(org)s, %(frm)s, '2026-01-01', '/email', 'format', 1, now(), now());
 INSERT INTO schema_inference (organization_id, form_id, scanned_through)
     VALUES (%(org)s, %(frm)s, now());
+INSERT INTO replays (id, organization_id, filter, total, per_second)
+    VALUES (%(rpl)s, %(org)s, '{}', 0, 10);
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;
@@ -76,6 +78,7 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "dlv": new_id("dlv"),
         "dlv2": new_id("dlv"),
         "alr": new_id("alr"),
+        "rpl": new_id("rpl"),
     }
     params: dict[str, object] = {**ids, "session": secrets.token_bytes(16)}
     async with conn.transaction():

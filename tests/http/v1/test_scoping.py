@@ -47,6 +47,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/deliveries/{delivery_id}/retry"): {},
     ("POST", "/v1/destinations/{destination_id}/test"): {},
     ("POST", "/v1/alerts/{alert_id}/ack"): {},
+    ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -127,7 +128,11 @@ async def _world(
             "dst": inbox["id"],
         },
     )
+    # A replay whose window matches nothing (the dead delivery above stays dead).
+    window = {"since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"}
+    replay = (await client.post("/v1/deliveries/replay", json=window, headers=who.headers)).json()
     return {
+        "replay_id": replay["id"],
         "digest_id": digest_id,
         "form_id": form["id"],
         "destination_id": inbox["id"],
