@@ -19,6 +19,7 @@ from tests.support.builders import (
     make_tenant,
     setup_form,
 )
+from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver
 from tests.support.records import rows
 
@@ -119,3 +120,38 @@ async def test_replay__refuses_a_bad_filter_with_a_problem(services: Services, c
         ]
     assert [a.status_code for a in answers] == [422] * 5
     assert all(a.headers["content-type"].startswith("application/problem+json") for a in answers)
+
+
+async def test_replay__send_again_from_the_dashboard_counts_then_confirms(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    url = "https://example.com/h"
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    await make_deliveries(conn, tenant, form, dst, rte, count=12, url=url, due=utcnow())
+    await _dead(conn, rte)
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, tenant.key)
+        listing = (await client.get("/app/destinations")).text
+        opened = await client.get(f"/app/destinations/{dst}/replay")
+        asked = {"csrf": token, "status": "dead", "since": utcnow().date().isoformat()}
+        counted = await client.post(
+            f"/app/destinations/{dst}/replay", data={**asked, "action": "count"}
+        )
+        queued_before = await rows(conn, "SELECT id FROM deliveries WHERE status = 'pending'")
+        confirmed = await client.post(
+            f"/app/destinations/{dst}/replay", data={**asked, "action": "confirm"}
+        )
+        forged = await client.post(
+            f"/app/destinations/{dst}/replay", data={**asked, "csrf": "x", "action": "confirm"}
+        )
+    assert f'href="/app/destinations/{dst}/replay"' in listing
+    assert opened.status_code == 200 and 'name="since"' in opened.text
+    assert "12 deliveries match" in counted.text and "Send 12 again" in counted.text
+    assert queued_before == []
+    assert confirmed.status_code == 200 and "Queued 12 deliveries again" in confirmed.text
+    pending = await rows(conn, "SELECT id FROM deliveries WHERE status = 'pending'")
+    assert len(pending) == 12
+    assert forged.status_code in (403, 422)
+    [replay] = await rows(conn, "SELECT total FROM replays")
+    assert replay["total"] == 12

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from core.http.dashboard import activity, destinations, forms, inbox, receipts, schemas
+from core.http.dashboard import activity, destinations, forms, inbox, receipts, replays, schemas
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -40,6 +40,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     forms.router,
     schemas.router,
     destinations.router,
+    replays.router,
     activity.router,
 ]
 
