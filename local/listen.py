@@ -110,9 +110,21 @@ async def _owned(url: str, scope_of: dict[str, str]) -> tuple[Conn, OrgScope]:
     return conn, await owner_of(conn, **scope_of)
 
 
-async def _listening_destination(url: str, form_id: str, target: str) -> tuple[str, str, bool]:
+@dataclass(frozen=True, slots=True)
+class Listening:
+    """The webhook destination `--create-destination` routes to this listener, and what of it
+    the listener made (and so removes when it stops, unless `--keep`)."""
+
+    destination_id: str
+    secret: str
+    created: bool
+    # The route this listener added, when the destination was already there.
+    created_route: str | None
+
+
+async def _listening_destination(url: str, form_id: str, target: str) -> Listening:
     """A webhook destination to `target` routed from `form_id`: the one already there, or a new
-    one; returns its id, its current secret, and whether it was created."""
+    one."""
     conn, scope = await _owned(url, {"form_id": form_id})
     ctx = ValidationContext(allow_private_targets=True)
     try:
@@ -134,18 +146,37 @@ async def _listening_destination(url: str, form_id: str, target: str) -> tuple[s
                 )
                 destination_id, created = made.destination["id"], True
             linked = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=500)
+            created_route = None
             if not any(r["destination_id"] == destination_id for r in linked):
-                await routes.create_route(
+                route = await routes.create_route(
                     conn,
                     scope,
                     form_id=form_id,
                     fields=routes.RouteFields(destination_id=destination_id),
                 )
+                created_route = None if created else str(route["id"])
             current = await destinations.current_secret(conn, scope, destination_id=destination_id)
     finally:
         await conn.close()
     assert current is not None  # a webhook destination always has a secret
-    return destination_id, current[1], created
+    return Listening(destination_id, current[1], created, created_route)
+
+
+async def _remove_what_was_made(url: str, made: Listening) -> None:
+    """Delete the destination (with its routes) or the route this listener made: after it
+    stops, no new submission queues a delivery that can only fail."""
+    conn, scope = await _owned(url, {"destination_id": made.destination_id})
+    try:
+        async with conn.transaction():
+            await enter_scope(conn, scope)
+            if made.created:
+                await destinations.delete_destination(
+                    conn, scope, destination_id=made.destination_id
+                )
+            elif made.created_route:
+                await routes.delete_route(conn, scope, route_id=made.created_route)
+    finally:
+        await conn.close()
 
 
 async def _destination_secret(url: str, destination_id: str) -> str:
@@ -164,24 +195,48 @@ async def _destination_secret(url: str, destination_id: str) -> str:
     return current[1]
 
 
-def _secret(args: argparse.Namespace, settings: Settings, target: str) -> str | None:
+def _secret(
+    args: argparse.Namespace, settings: Settings, target: str
+) -> tuple[str | None, Listening | None]:
+    """The secret to verify with, and the destination `--create-destination` routed here."""
     if args.create_destination:
         url = settings.require_database_url()
-        found = asyncio.run(_listening_destination(url, args.create_destination, target))
-        destination_id, current, created = found
-        what = "Created" if created else "Using"
+        made = asyncio.run(_listening_destination(url, args.create_destination, target))
+        what = "Created" if made.created else "Using"
         print(
-            f"{what} webhook destination {destination_id} to {target}, "
+            f"{what} webhook destination {made.destination_id} to {target}, "
             f"routed from form {args.create_destination}.",
             flush=True,
         )
-        if created:
-            print(f"Its signing secret (for your own receiver): {current}", flush=True)
-        return current
+        if made.created:
+            print(f"Its signing secret (for your own receiver): {made.secret}", flush=True)
+        return made.secret, made
     if args.destination:
-        return asyncio.run(_destination_secret(settings.require_database_url(), args.destination))
+        url = settings.require_database_url()
+        return asyncio.run(_destination_secret(url, args.destination)), None
     secret: str | None = args.secret
-    return secret
+    return secret, None
+
+
+def _clean_up(args: argparse.Namespace, settings: Settings, made: Listening | None) -> None:
+    """On stop: remove what `--create-destination` made, unless `--keep`, and say so."""
+    if made is None or not (made.created or made.created_route):
+        return
+    if args.keep:
+        print(f"Kept webhook destination {made.destination_id} (--keep).", flush=True)
+        return
+    asyncio.run(_remove_what_was_made(settings.require_database_url(), made))
+    if made.created:
+        print(
+            f"Removed webhook destination {made.destination_id} and its route (--keep keeps them).",
+            flush=True,
+        )
+    else:
+        print(
+            f"Removed the route from form {args.create_destination} to "
+            f"{made.destination_id} (--keep keeps it).",
+            flush=True,
+        )
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
@@ -201,9 +256,14 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 def listen(args: argparse.Namespace, settings: Settings) -> int:
     """Receive deliveries on `--port` until Ctrl-C, printing each one."""
     target = f"http://{args.host}:{args.port}/"
-    secret = _secret(args, settings, target)
-    # Listening before saying so: a delivery sent on reading the line is not refused.
+    # Listening before saying so: a delivery sent on reading the line is not refused. And
+    # before making a destination: a busy port leaves nothing behind.
     sock = _listening_socket(args.host, args.port)
+    try:
+        secret, made = _secret(args, settings, target)
+    except BaseException:
+        sock.close()
+        raise
     print(
         f"Listening for webhooks on {target} "
         + ("(checking signatures)" if secret else "(signatures not checked)")
@@ -224,6 +284,7 @@ def listen(args: argparse.Namespace, settings: Settings) -> int:
         # Ctrl-C before the server took over the signal (right after the line above):
         # as clean a stop as one after.
         pass
+    _clean_up(args, settings, made)
     return 0
 
 
@@ -242,6 +303,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     secret.add_argument(
         "--create-destination",
         metavar="FORM",
-        help="create (or reuse) a webhook destination to this listener, routed from FORM",
+        help="create (or reuse) a webhook destination to this listener, routed from FORM; "
+        "what it creates is removed when it stops, unless --keep",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="with --create-destination: keep the destination and route it made after it stops",
     )
     parser.set_defaults(run=listen)

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,8 @@ from typing import Any
 
 import boto3
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
@@ -172,3 +175,32 @@ def storage_url(
         bucket = f"postbag-{uuid.uuid4().hex[:12]}"
         boto3.client("s3").create_bucket(Bucket=bucket)
         yield f"s3://{bucket}/attachments"
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[str, list[Envelope]]]:
+    """A real SMTP server on loopback (aiosmtpd): refuses `nobody@…`, keeps the rest."""
+    received: list[Envelope] = []
+
+    class Handler:
+        async def handle_RCPT(
+            self, _server: Any, _session: Any, envelope: Envelope, address: str, _options: Any
+        ) -> str:
+            if address.startswith("nobody@"):
+                return "550 5.1.1 no such mailbox"
+            envelope.rcpt_tos.append(address)
+            return "250 OK"
+
+        async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 Message accepted for delivery"
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield f"smtp://127.0.0.1:{port}", received
+    finally:
+        controller.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import email.utils
 import json
 import smtplib
 import ssl
@@ -23,6 +24,8 @@ from pydantic import EmailStr, Field
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import cut, message
+from core.platform.addresses import valid_address
+from core.platform.clock import utcnow
 from core.platform.logs import log
 from core.platform.settings import Settings
 
@@ -67,13 +70,14 @@ def _ses_client() -> Any:
     return _ses_clients["client"]
 
 
-def _send_ses(sender: str, to: list[str], subject: str, text: str) -> Result:
+def _send_ses(sender: str, to: list[str], subject: str, text: str, reply_to: str | None) -> Result:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         answer = _ses_client().send_email(
             FromEmailAddress=sender,
             Destination={"ToAddresses": to},
+            ReplyToAddresses=[reply_to] if reply_to else [],
             Content={
                 "Simple": {
                     "Subject": {"Data": subject, "Charset": "UTF-8"},
@@ -137,13 +141,19 @@ class EmailAdapter(BaseAdapter):
         if not to:
             return Result(ok=False, retryable=False, error_class="invalid_target")
         subject, text = message(payload, ctx.template)
+        reply_to = _reply_to(payload, ctx.template)
         settings = ctx.settings
         if settings.email_provider == "log":
             log.info(
                 "email not sent (POSTBAG_EMAIL_PROVIDER=log)",
                 extra={
                     "delivery_id": ctx.delivery_id,
-                    "detail": {"to": to, "subject": subject, "text": cut(text, LOG_TEXT_CHARS)},
+                    "detail": {
+                        "to": to,
+                        "reply_to": reply_to,
+                        "subject": subject,
+                        "text": cut(text, LOG_TEXT_CHARS),
+                    },
                 },
             )
             return Result(ok=False, skip_reason="email_log_only")
@@ -154,10 +164,19 @@ class EmailAdapter(BaseAdapter):
             )
         assert settings.mail_from is not None
         if settings.email_provider == "ses":
-            return await asyncio.to_thread(_send_ses, settings.mail_from, to, subject, text)
+            return await asyncio.to_thread(
+                _send_ses, settings.mail_from, to, subject, text, reply_to
+            )
         if settings.email_provider == "resend":
             assert settings.resend_api_key is not None
-            body = {"from": settings.mail_from, "to": to, "subject": subject, "text": text}
+            body: dict[str, Any] = {
+                "from": settings.mail_from,
+                "to": to,
+                "subject": subject,
+                "text": text,
+            }
+            if reply_to:
+                body["reply_to"] = reply_to
             return await http.post(
                 ctx.http,
                 f"{settings.resend_api_url.rstrip('/')}/emails",
@@ -172,7 +191,10 @@ class EmailAdapter(BaseAdapter):
         assert settings.smtp_url is not None
         mail = EmailMessage()
         mail["From"], mail["To"], mail["Subject"] = settings.mail_from, ", ".join(to), subject
-        mail["Message-ID"] = f"<{ctx.delivery_id}@postbag>"
+        mail["Date"] = email.utils.format_datetime(utcnow())
+        mail["Message-ID"] = _message_id(ctx.delivery_id, settings.mail_from)
+        if reply_to:
+            mail["Reply-To"] = reply_to
         mail.set_content(text)
         return await asyncio.to_thread(
             _send_smtp,
@@ -182,6 +204,22 @@ class EmailAdapter(BaseAdapter):
             mail,
             ctx.timeout,
         )
+
+
+def _reply_to(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> str | None:
+    """The visitor's address the owner's reply goes to: the valid address in the field the
+    delivery's snapshot names (see `reply_to_field`), or None."""
+    field = (template or {}).get("reply_to_field")
+    if not isinstance(field, str):
+        return None
+    return valid_address((payload.get("values") or {}).get(field))
+
+
+def _message_id(delivery_id: str, sender: str) -> str:
+    """The same `Message-ID` for every attempt of a delivery (a receiving server can drop the
+    copy a lost answer made us send again), in the sender's domain."""
+    domain = sender.rpartition("@")[2].strip(" >") or "postbag"
+    return f"<{delivery_id}@{domain}>"
 
 
 def _missing_setting(settings: Settings) -> str | None:

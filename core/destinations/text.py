@@ -2,9 +2,9 @@
 chat messages, digests.
 
 One line per field in the form's order as `label: value`; booleans `Yes`/`No`; empty `—`;
-the last line names the receipt, the form and the arrival time. Values nested deeper than
-MAX_DEPTH show `…` in place of what lies below, so no value can make rendering recurse
-without bound.
+a ticked consent field reads `Consent: given`; the last line names the receipt, the form and
+the arrival time. Values nested deeper than MAX_DEPTH show `…` in place of what lies below,
+so no value can make rendering recurse without bound.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 from core.destinations.templates import format_value, render
 
 DEFAULT_SUBJECT = "New form submission"
+# The line a given consent reads as, in place of its field's `label: Yes`.
+CONSENT_GIVEN = "Consent: given"
 # The longest text and subject rendered for any destination (an email's body; a chat
 # service cuts further): rendering stops there, it never renders and then cuts.
 TEXT_CHARS = 100_000
@@ -62,7 +64,14 @@ def default_lines(payload: Mapping[str, Any], template: Mapping[str, Any] | None
     labels: Mapping[str, Any] = template.get("labels") or {}
     order = [str(name) for name in (template.get("field_order") or [])]
     order += [name for name in values if name not in order]
-    lines = [f"{labels.get(name) or name}: {format_value(values.get(name))}" for name in order]
+    # A ticked consent box reads as the consent it is, not as its label and `Yes`.
+    given = template.get("consent_field") if payload.get("consent") is True else None
+    lines = [
+        CONSENT_GIVEN
+        if name == given
+        else f"{labels.get(name) or name}: {format_value(values.get(name))}"
+        for name in order
+    ]
     if _is_event(payload):
         lines.append(
             f"Receipt {payload.get('receipt', '')} · {payload.get('type', '')} on stream "

@@ -132,6 +132,10 @@ class WebhookAdapter(BaseAdapter):
     def validate_secret(self, secret: str) -> None:
         if not SECRET_MIN <= len(secret) <= SECRET_MAX:
             raise ValueError(f"must be {SECRET_MIN} to {SECRET_MAX} characters")
+        # Receivers key Standard Webhooks by the prefix alone (docs/webhooks.md): a `whsec_`
+        # secret must be the base64 they will decode.
+        if secret.startswith("whsec_") and standard_key(secret) == secret.encode():
+            raise ValueError("a secret starting with whsec_ must be base64 after the prefix")
 
     def new_secret(self) -> str | None:
         return generate_secret()

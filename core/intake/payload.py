@@ -9,7 +9,8 @@ from typing import Any
 
 from core.intake.checks import Decision
 from core.intake.form import Form
-from core.intake.values import consented, first_text
+from core.intake.values import consented
+from core.platform.addresses import valid_address
 from core.platform.clock import iso_ms
 from core.platform.ids import new_id
 
@@ -91,17 +92,40 @@ def submitted_body(
     }
 
 
+# Field names that hold the visitor's address when the form names no acknowledgement field
+# (the names form services have taught people to use), compared without case.
+REPLY_TO_NAMES = ("email", "_replyto")
+
+
+def reply_to_field(ack_email: Mapping[str, Any] | None, values: Mapping[str, Any]) -> str | None:
+    """The field whose address an email's `Reply-To` takes: the form's acknowledgement field
+    when it was submitted, else the first submitted field named `email` or `_replyto`."""
+    field = str((ack_email or {}).get("field") or "")
+    if field and field in values:
+        return field
+    return next((str(name) for name in values if str(name).lower() in REPLY_TO_NAMES), None)
+
+
 def delivery_template(
-    *, labels: Mapping[str, Any], form_name: str, field_order: list[str], route_template: Any
+    *,
+    labels: Mapping[str, Any],
+    form_name: str,
+    field_order: list[str],
+    route_template: Any,
+    consent_field: str | None,
+    reply_to_field: str | None,
 ) -> dict[str, Any]:
     """A delivery's template snapshot: the route's `{{field}}` templates (or None), the form's
-    labels and name, and the visitor's field order."""
+    labels and name, the visitor's field order, and the names (never the values) of the
+    consent field and of the field an email replies to."""
     return {
         "subject": (route_template or {}).get("subject"),
         "text": (route_template or {}).get("text"),
         "labels": dict(labels),
         "field_order": field_order,
         "form_name": form_name,
+        "consent_field": consent_field,
+        "reply_to_field": reply_to_field,
     }
 
 
@@ -111,6 +135,8 @@ def _template(form: Form, values: Mapping[str, Any], subject: Any, text: Any) ->
         form_name=form.name,
         field_order=list(values),
         route_template={"subject": subject, "text": text},
+        consent_field=form.consent_field,
+        reply_to_field=reply_to_field(form.ack_email, values),
     )
 
 
@@ -132,20 +158,6 @@ def route_deliveries(form: Form, values: Mapping[str, Any], status: str) -> list
     ]
 
 
-def _valid_address(value: Any) -> str | None:
-    address = first_text(value)
-    if address is None or len(address) > 254:
-        return None
-    # Imported here: only forms that send acknowledgements need it.
-    from email_validator import EmailNotValidError, validate_email
-
-    try:
-        checked = validate_email(address.strip(), check_deliverability=False)
-    except EmailNotValidError:
-        return None
-    return str(checked.normalized)
-
-
 def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[str, Any] | None:
     """The acknowledgement email an accepted submission gets (consent ticked, a valid
     address in the form's field), or None: no consent or no valid address is no error."""
@@ -154,7 +166,7 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
         return None
     if not consented(values.get(form.consent_field)):
         return None
-    address = _valid_address(values.get(str(ack.get("field"))))
+    address = valid_address(values.get(str(ack.get("field"))))
     if address is None:
         return None
     return {

@@ -7,7 +7,7 @@ import secrets
 import time
 
 PREFIXES = frozenset(
-    {"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr"}
+    {"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr", "rpl"}
     | {"str", "sky", "evt", "srt"}  # streams, ingest keys, stream events, stream routes
 )
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case

@@ -61,8 +61,10 @@ StreamEventStatus = Literal["accepted", "quarantined"]
 # stream_events.reason (with `quarantined`).
 StreamEventReason = Literal["schema_violation", "schema_unchecked", "schema_error"]
 
-# destinations.health
+# destinations.health: the storm breaker's state (failing: only probes are sent).
 DestinationHealth = Literal["healthy", "failing"]
+# A destination's health as the API and the dashboard say it (core/owner/health.py).
+HealthReading = Literal["healthy", "degraded", "failing", "paused"]
 
 # alerts.kind
 AlertKind = Literal["delivery.dead", "storage.stuck"]

@@ -1,10 +1,11 @@
 -- name: lock_submission_for_review
 -- A submission to release or mark as spam, locked against a concurrent review, erase or
--- retention pass, with what its delivery snapshot needs: its form's labels, name and
--- consent field, and its attachments.
+-- retention pass, with what its delivery snapshot needs: its form's labels, name, consent
+-- and acknowledgement fields, and its attachments.
 SELECT s.id, s.form_id, s.status, s.reason, s.flags, s."values", s.field_order, s.meta,
        s.received_at, s.erase_at, s.erased_at, s.released_at,
-       f.name AS form_name, f.labels, f.consent_field, f.retention_days AS form_retention_days,
+       f.name AS form_name, f.labels, f.consent_field, f.ack_email,
+       f.retention_days AS form_retention_days,
        (SELECT o.plan FROM organizations o WHERE o.id = s.organization_id) AS plan,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                             'id', a.id, 'field', a.field, 'name', a.name,

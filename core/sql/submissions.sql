@@ -1,8 +1,12 @@
 -- name: list_submissions
--- One page of an organization's submissions, newest first, without values.
+-- One page of an organization's submissions, newest first, without values; with `q`, only
+-- those whose readable values hold its words (web-search syntax: "a phrase", -not, or).
 SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
   FROM submissions
  WHERE organization_id = %(organization_id)s
+   AND (%(q)s::text IS NULL
+        OR (search @@ websearch_to_tsquery('simple', %(q)s::text)
+            AND (erase_at IS NULL OR erase_at > %(now)s::timestamptz)))
    AND (%(form_id)s::text IS NULL OR form_id = %(form_id)s::text)
    AND (%(status)s::text IS NULL OR status = %(status)s::text)
    AND (%(flag)s::text IS NULL OR %(flag)s::text = ANY(flags))

@@ -19,6 +19,9 @@ from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.submissions.order import in_field_order
 
+# The longest search text (`q`) accepted.
+SEARCH_CHARS = 200
+
 
 def readable(row: dict[str, Any], now: datetime) -> str:
     """`present`, `erased` or `expired`: whether a submission's values may be shown."""
@@ -55,12 +58,16 @@ async def list_submissions(
     before: tuple[datetime, str] | None,
     limit: int,
     flag: str | None = None,
+    q: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One page, newest first, without values (only those flagged `flag`, e.g. `test`)."""
+    """One page, newest first, without values (only those flagged `flag`, e.g. `test`, and
+    with `q` those whose readable values hold its words)."""
     cur = await conn.execute(
         queries["list_submissions"],
         {
             "organization_id": scope.organization_id,
+            "q": q or None,
+            "now": now,
             "form_id": form_id,
             "status": status,
             "flag": flag,

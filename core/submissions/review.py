@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.intake.payload import delivery_template, submitted_body
+from core.intake.payload import delivery_template, reply_to_field, submitted_body
 from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, ValuesExpired
@@ -57,7 +57,9 @@ def _erase_at(row: dict[str, Any], status: str) -> datetime | None:
     return None if days is None else row["received_at"] + timedelta(days=days)
 
 
-def _snapshot(row: dict[str, Any], route: dict[str, Any], order: list[str]) -> dict[str, Any]:
+def _snapshot(
+    row: dict[str, Any], route: dict[str, Any], values: dict[str, Any], order: list[str]
+) -> dict[str, Any]:
     return {
         "id": new_id("dlv"),
         "route_id": route["route_id"],
@@ -66,6 +68,8 @@ def _snapshot(row: dict[str, Any], route: dict[str, Any], order: list[str]) -> d
             form_name=row["form_name"],
             field_order=order,
             route_template=route["template"],
+            consent_field=row["consent_field"],
+            reply_to_field=reply_to_field(row["ack_email"], values),
         ),
     }
 
@@ -101,7 +105,7 @@ async def release_submission(
         queries["release_routes"],
         {"form_id": row["form_id"], "organization_id": scope.organization_id},
     )
-    planned = [_snapshot(row, route, order) for route in await cur.fetchall()]
+    planned = [_snapshot(row, route, values, order) for route in await cur.fetchall()]
     cur = await conn.execute(
         queries["release_submission"],
         {

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from email.parser import BytesParser
 from email.policy import default as default_policy
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from core.destinations.text import message
@@ -19,6 +16,7 @@ from core.platform.services import Services
 from tests.support.builders import SUBMITTED_AT, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status
 from tests.support.records import attempts, delivery
+from tests.support.runner import free_port
 from tests.support.settings import SENDER, with_settings
 
 FAST = WorkerOptions(timeout=2, margin=0.1)
@@ -154,39 +152,6 @@ async def test_email__log_provider_prints_and_never_claims_sent(
     assert await attempts(conn, dlv) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[str, list[Envelope]]]:
-    """A real SMTP server on loopback (aiosmtpd): refuses `nobody@…`, keeps the rest."""
-    received: list[Envelope] = []
-
-    class Handler:
-        async def handle_RCPT(
-            self, _server: Any, _session: Any, envelope: Envelope, address: str, _options: Any
-        ) -> str:
-            if address.startswith("nobody@"):
-                return "550 5.1.1 no such mailbox"
-            envelope.rcpt_tos.append(address)
-            return "250 OK"
-
-        async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 Message accepted for delivery"
-
-    port = _free_port()
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield f"smtp://127.0.0.1:{port}", received
-    finally:
-        controller.stop()
-
-
 async def test_email__smtp_sends_the_default_text(
     services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
 ) -> None:
@@ -201,7 +166,7 @@ async def test_email__smtp_sends_the_default_text(
     parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
     assert (parsed["From"], parsed["To"]) == (SENDER, "owner@example.com")
     assert parsed["Subject"] == "New form submission"
-    assert parsed["Message-ID"] == f"<{dlv}@postbag>"
+    assert parsed["Message-ID"] == f"<{dlv}@{SENDER.rpartition('@')[2]}>"
     body = parsed.get_body()
     assert body is not None
     assert body.get_content().splitlines() == [
@@ -248,7 +213,7 @@ async def test_email__smtp_refused_recipient_is_dead_at_once(
 
 
 async def test_email__smtp_server_down_is_retried(services: Services, conn: Conn) -> None:
-    url = f"smtp://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"smtp://127.0.0.1:{free_port()}"  # nothing listens there
     mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
     _sub, dlv, _form = await _email_delivery(conn)
     await Deliverer(mail, options=FAST).run_pass(now=utcnow(), budget=5)

@@ -84,6 +84,9 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
             "labels": {"email": "E-mail"},
             "field_order": ["email", "tags"],
             "form_name": "Contact",
+            # The names of the fields an email reads consent from and replies to.
+            "consent_field": None,
+            "reply_to_field": "email",
         }
         assert delivery["payload"] == {
             "event": "form.submitted",

@@ -16,6 +16,7 @@ import pytest
 from core.destinations.webhook import body_bytes, signature_headers
 from core.platform.db import Conn
 from tests.local.test_cli import _wait_healthy
+from tests.support.builders import make_destination, make_form, make_tenant
 from tests.support.cli import Output, subprocess_env
 from tests.support.records import rows
 from tests.support.runner import free_port
@@ -111,14 +112,21 @@ async def test_listen__create_destination_receives_the_first_start_forms_post_fr
             subprocess.run(shlex.split(curl[1]), capture_output=True, timeout=30, check=True)
             seen = heard.until("signatures:")
         finally:
-            _stop(listener)
+            stopped = _stop(listener)
+        keep = ("--create-destination", form[1], "--keep")
+        kept = _postbag("listen", "--port", str(listen_port), *keep, env=env)
+        kept_out = reused = ""
+        try:
+            kept_out += Output(kept).until("Listening for webhooks")
+        finally:
+            kept_out += _stop(kept)
         again = _postbag(
             "listen", "--port", str(listen_port), "--create-destination", form[1], env=env
         )
         try:
-            reused = Output(again).until("Listening for webhooks")
+            reused += Output(again).until("Listening for webhooks")
         finally:
-            _stop(again)
+            reused += _stop(again)
     finally:
         _stop(runner)
     (submission,) = [r["id"] for r in await rows(conn, "SELECT id FROM submissions")]
@@ -126,9 +134,16 @@ async def test_listen__create_destination_receives_the_first_start_forms_post_fr
     assert 'message: "Hello from curl"' in seen
     assert "signatures: both verify" in seen
     assert "Created webhook destination" in seen
-    assert "Using webhook destination" in reused
-    destinations = await rows(conn, "SELECT config FROM destinations")
-    assert [d["config"] for d in destinations] == [{"url": f"http://127.0.0.1:{listen_port}/"}]
+    assert "Removed webhook destination" in stopped
+    # The first listener's destination went when it stopped: the second made its own and kept
+    # it, and the third used that one and left it alone.
+    assert "Created webhook destination" in kept_out and "Kept webhook destination" in kept_out
+    assert "Using webhook destination" in reused and "Removed" not in reused
+    destinations = await rows(
+        conn, "SELECT config, deleted_at IS NULL AS live FROM destinations ORDER BY created_at"
+    )
+    url = {"url": f"http://127.0.0.1:{listen_port}/"}
+    assert destinations == [{"config": url, "live": False}, {"config": url, "live": True}]
 
 
 def test_listen__a_busy_port_is_one_clear_line_and_exit_1(db_url: str) -> None:
@@ -144,3 +159,37 @@ def test_listen__a_busy_port_is_one_clear_line_and_exit_1(db_url: str) -> None:
     assert f"postbag: cannot listen on 127.0.0.1:{port}" in out
     assert "Listening for webhooks" not in out
     assert "Traceback" not in out
+
+
+async def test_listen__removes_only_the_route_it_added_to_a_destination_already_there(
+    db_url: str, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="self_hosted")
+    form = await make_form(conn, acme)
+    port = free_port()
+    target = f"http://127.0.0.1:{port}/"
+    destination = await make_destination(conn, acme, config={"url": target})
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY)
+    proc = _postbag("listen", "--port", str(port), "--create-destination", form, env=env)
+    try:
+        Output(proc).until("Listening for webhooks")
+        live = await rows(conn, "SELECT destination_id FROM routes WHERE deleted_at IS NULL")
+    finally:
+        stopped = _stop(proc)
+    assert live == [{"destination_id": destination}]
+    assert f"Removed the route from form {form} to {destination}" in stopped
+    assert await rows(conn, "SELECT id FROM routes WHERE deleted_at IS NULL") == []
+    assert await rows(conn, "SELECT deleted_at FROM destinations") == [{"deleted_at": None}]
+
+
+def test_listen__a_busy_port_creates_no_destination(db_url: str) -> None:
+    """The port is taken before the destination would be made: nothing is left behind."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY)
+        proc = _postbag("listen", "--port", str(port), "--create-destination", "frm_x", env=env)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert f"postbag: cannot listen on 127.0.0.1:{port}" in out

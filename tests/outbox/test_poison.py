@@ -7,14 +7,11 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from core.outbox.worker import Deliverer, WorkerOptions
@@ -30,27 +27,6 @@ from tests.support.settings import SENDER, with_settings
 FAST = WorkerOptions(timeout=2, margin=0.1)
 
 
-@pytest.fixture
-def smtp_peer() -> Iterator[tuple[str, list[Envelope]]]:
-    """A real SMTP server on loopback (aiosmtpd) keeping what it receives."""
-    received: list[Envelope] = []
-
-    class Handler:
-        async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield f"smtp://127.0.0.1:{port}", received
-    finally:
-        controller.stop()
-
-
 async def _dead_alerts_and_events(conn: Conn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     alerts = await rows(conn, "SELECT kind, occurrences FROM alerts")
     events = await rows(
@@ -60,11 +36,11 @@ async def _dead_alerts_and_events(conn: Conn) -> tuple[list[dict[str, Any]], lis
 
 
 async def test_poison__an_adapter_that_raises_ends_dead_with_an_alert(
-    services: Services, conn: Conn, smtp_peer: tuple[str, list[Envelope]]
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
 ) -> None:
     """A stored recipient with a CR/LF (a row written past the API's checks) makes the email
     adapter raise, every time."""
-    url, received = smtp_peer
+    url, received = smtp_server
     mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
     tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
     to = {"to": ["owner@example.com\r\nBcc: victim@example.com"]}

@@ -56,6 +56,8 @@ INSERT INTO stream_routes (id, organization_id, stream_id, destination_id)
 INSERT INTO deliveries (id, organization_id, kind, event_id, stream_route_id, destination_id,
                         channel, max_attempts, target)
     VALUES (%(dlv3)s, %(org)s, 'event', %(evt)s, %(srt)s, %(dst)s, 'webhook', 10, '{}');
+INSERT INTO replays (id, organization_id, filter, total, per_second)
+    VALUES (%(rpl)s, %(org)s, '{}', 0, 10);
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;
@@ -93,6 +95,7 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "evt": new_id("evt"),
         "srt": new_id("srt"),
         "dlv3": new_id("dlv"),
+        "rpl": new_id("rpl"),
     }
     params: dict[str, object] = {
         **ids,

@@ -11,7 +11,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from core.http.dashboard import activity, destinations, forms, inbox, receipts, schemas, streams
+from core.http.dashboard import (
+    activity,
+    destinations,
+    forms,
+    inbox,
+    receipts,
+    replays,
+    schemas,
+    streams,
+)
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -40,6 +49,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     forms.router,
     schemas.router,
     destinations.router,
+    replays.router,
     activity.router,
     streams.router,
 ]

@@ -14,9 +14,10 @@ from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
 from core.http.dashboard.destination_fields import destination_form, posted_config
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
-from core.http.dashboard.shared import page
+from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
 from core.owner import destinations
+from core.owner.health import health_numbers, health_reading
 from core.platform.clock import utcnow
 from core.platform.errors import invalid_input
 from core.platform.services import Services
@@ -55,9 +56,11 @@ async def _destinations_page(
         row["type_label"] = adapter.label if adapter else row["type"]
         row["rotate"] = _rotation(adapter)
         row["generates"] = adapter is not None and adapter.new_secret() is not None
-        row["shown"] = records.redacted_target(row["type"], row["config"]) or {}
+        row["shown"] = target_text(records.redacted_target(row["type"], row["config"]))
+        row["reading"] = health_reading(row)
         rate = rates.get(row["id"])
-        row["rate"] = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered"
+        week = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered in 7 days"
+        row["rate"] = f"{health_numbers(row)}; {week}"
     return await page(
         request,
         services,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from core.http.dashboard.pages import SessionDep
-from core.http.dashboard.shared import page, summary_line
+from core.http.dashboard.shared import page, summary_line, troubled
 from core.http.deps import ServicesDep
+from core.http.v1.submissions import submissions_export
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
@@ -27,13 +28,20 @@ async def inbox(
     session: SessionDep,
     form: str | None = None,
     status: str | None = None,
+    q: str | None = None,
     cursor: str | None = None,
 ) -> Response:
     scope, now = session.scope, utcnow()
     form = form or None
     wanted = status or None
+    q = (q or "").strip() or None
     if wanted not in (None, "accepted", "spam", "quarantined", "test"):
         raise InvalidInput("unknown status", [{"field": "status", "message": "unknown"}])
+    if q is not None and len(q) > records.SEARCH_CHARS:
+        raise InvalidInput(
+            "search text too long",
+            [{"field": "q", "message": f"at most {records.SEARCH_CHARS} characters"}],
+        )
     async with services.db.scoped(scope) as conn:
         rows = await records.list_submissions(
             conn,
@@ -45,6 +53,7 @@ async def inbox(
             before=decode_time_cursor(cursor),
             limit=PAGE_SIZE + 1,
             flag="test" if wanted == "test" else None,
+            q=q,
         )
         all_forms = await forms.list_forms(conn, scope, after=None, limit=500)
         counts = await records.delivery_counts(conn, scope, [row["id"] for row in rows])
@@ -52,12 +61,13 @@ async def inbox(
     if len(rows) > PAGE_SIZE:
         rows = rows[:PAGE_SIZE]
         last = rows[-1]
-        query = {"form": form or "", "status": wanted or ""}
+        query = {"form": form or "", "status": wanted or "", "q": q or ""}
         query["cursor"] = encode_time_cursor(last["received_at"], last["id"])
         next_href = "/app?" + urlencode(query)
     names = {f["id"]: f["name"] for f in all_forms}
     for row in rows:
         row["summary"] = summary_line(counts.get(row["id"], {}))
+        row["trouble"] = troubled(counts.get(row["id"], {}))
         row["form_name"] = names.get(row["form"], row["form"])
     return await page(
         request,
@@ -70,5 +80,13 @@ async def inbox(
         forms=all_forms,
         form=form,
         status=wanted,
+        q=q,
+        export_href=f"/app/export.csv?{urlencode({'form': form})}" if form else None,
         next_href=next_href,
     )
+
+
+@router.get("/export.csv")
+async def inbox_export(services: ServicesDep, session: SessionDep, form: str) -> StreamingResponse:
+    """The selected form's submissions as CSV: the API's export, for the signed-in owner."""
+    return await submissions_export(session.scope, services, utcnow(), form)

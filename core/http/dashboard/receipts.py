@@ -11,7 +11,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
-from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
+from core.http.dashboard.shared import (
+    delivery_state,
+    detail_words,
+    page,
+    reason_words,
+    target_text,
+)
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
 from core.intake.wakeup import notify_deliveries
@@ -34,14 +40,6 @@ def _shown_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         shown.append((labels.get(name, name), name, text))
     return shown
-
-
-def _target_text(target: Mapping[str, Any]) -> str:
-    """A delivery's redacted target as text: `owner@example.com`, not a list's repr."""
-    parts: list[str] = []
-    for value in target.values():
-        parts.extend(str(v) for v in (value if isinstance(value, list) else [value]))
-    return ", ".join(parts)
 
 
 def _was(data: Mapping[str, Any]) -> str:
@@ -87,7 +85,7 @@ async def _receipt(
         line["reason_words"] = reason_words(line.get("reason"))
         line["detail_words"] = detail_words(line.get("last_detail"))
         line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
-        line["target_text"] = _target_text(line["target"]) if line["target"] else ""
+        line["target_text"] = target_text(line["target"])
     history = [(event["at"], _history_line(event)) for event in found["history"]]
     present = found["values_state"] == "present"
     return await page(

@@ -30,6 +30,14 @@ _REASONS = {
 _HTTP = re.compile(r"http_(\d{3})")
 
 
+def target_text(target: Mapping[str, Any] | None) -> str:
+    """A redacted target as text: `owner@example.com`, not a list's repr; `` for none."""
+    parts: list[str] = []
+    for value in (target or {}).values():
+        parts.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+    return ", ".join(parts)
+
+
 def detail_words(detail: str | None) -> str:
     """A delivery's last detail as shown, e.g. `http_503` as `HTTP 503`."""
     if not detail:
@@ -75,6 +83,14 @@ def summary_line(counts: Mapping[str, int]) -> str:
         if n:
             parts.append(f"{n} {word}")
     return ", ".join(parts)
+
+
+def troubled(counts: Mapping[str, int]) -> str | None:
+    """`dead` when a delivery will not be tried again, `failed` when one waits for a retry,
+    else None: what makes an inbox row stand out."""
+    if counts.get("dead"):
+        return "dead"
+    return "failed" if counts.get("failed") else None
 
 
 async def _open_alerts(services: Services, session: SessionDep) -> int:

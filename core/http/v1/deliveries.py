@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from core.destinations import sample
@@ -13,8 +15,10 @@ from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
-from core.outbox import deliveries
+from core.outbox import deliveries, replays
+from core.outbox.replays import ReplayFilter
 from core.owner.destinations import DestinationType
+from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.platform.vocabulary import DeliveryKind, DeliveryStatus
 
@@ -83,6 +87,60 @@ async def retry_delivery(
     """Queue a failed, dead or skipped delivery again now (same id and snapshot)."""
     async with services.db.scoped(scope) as conn:
         return await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
+
+
+class Replay(BaseModel):
+    """A bulk replay and where the deliveries it queued stand now."""
+
+    id: str
+    filter: dict[str, Any] = Field(description="the filter as applied (`until` filled in)")
+    total: int = Field(description="deliveries queued")
+    per_second: int = Field(description="how many of them come due each second")
+    created_at: datetime
+    queued: int = Field(description="waiting for their turn, being sent, or retrying")
+    sent: int
+    failed: int = Field(description="dead again")
+    skipped: int = Field(description="skipped since (e.g. erased meanwhile)")
+
+
+class ReplayCount(BaseModel):
+    """What a replay would queue (`dry_run`)."""
+
+    count: int
+    limit: int = Field(description="the most one replay queues")
+    filter: dict[str, Any]
+
+
+@router.post(
+    "/deliveries/replay",
+    status_code=202,
+    response_model=Replay,
+    responses={
+        **problems(422),
+        200: {"model": ReplayCount, "description": "the count (`dry_run`)"},
+    },
+)
+async def replay_deliveries(
+    replay: ReplayFilter, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> Replay | JSONResponse:
+    """Queue again, at a bounded rate, the dead (or skipped, failed) deliveries a filter
+    matches, each with its accepted snapshot; with `dry_run`, only count them (200)."""
+    async with services.db.scoped(scope) as conn:
+        if replay.dry_run:
+            counted = await replays.count_replay(conn, scope, replay, now=now)
+            return JSONResponse(jsonable_encoder(ReplayCount(**counted)), status_code=200)
+        return Replay(**await replays.start_replay(conn, scope, replay, now=now))
+
+
+@router.get("/replays/{replay_id}", responses=problems(404, 422))
+async def get_replay(
+    replay_id: Annotated[str, Path(pattern=id_pattern("rpl"))],
+    scope: ScopeDep,
+    services: ServicesDep,
+) -> Replay:
+    """A replay's progress."""
+    async with services.db.scoped(scope) as conn:
+        return Replay(**await replays.get_replay(conn, scope, replay_id))
 
 
 @router.post(

@@ -15,8 +15,9 @@ from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import destinations
 from core.owner.destinations import DestinationFields, DestinationPatch, DestinationType
+from core.owner.health import health_reading
 from core.platform.services import Services
-from core.platform.vocabulary import DestinationHealth
+from core.platform.vocabulary import HealthReading
 
 router = APIRouter(tags=["destinations"], responses=problems(401, 503))
 
@@ -29,7 +30,16 @@ class Destination(BaseModel):
     name: str
     config: dict[str, Any]
     enabled: bool
-    health: DestinationHealth
+    health: HealthReading = Field(
+        description=(
+            "`healthy`, `degraded` (some attempts fail, or sends are slow), `failing` (most "
+            "attempts fail, or only probes are sent) or `paused` (turned off); see "
+            "docs/delivery.md"
+        )
+    )
+    throttled: bool = Field(
+        description="true while a storm of failures limits it to one probe per window"
+    )
     health_stats: dict[str, Any] | None = Field(
         default=None,
         description=(
@@ -59,7 +69,8 @@ def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "name": row["name"],
         "config": row["config"],
         "enabled": row["enabled"],
-        "health": row["health"],
+        "health": health_reading(row),
+        "throttled": row["health"] == "failing",
         "health_stats": row.get("health_stats"),
         "secret_set": row["secret_version"] is not None,
         "secret_version": row["secret_version"],

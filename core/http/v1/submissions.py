@@ -25,7 +25,12 @@ from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionFlag, SubmissionReason, SubmissionStatus
 from core.submissions.erasure import erase_submission
 from core.submissions.export import export_csv, export_fields
-from core.submissions.records import get_attachment, get_submission, list_submissions
+from core.submissions.records import (
+    SEARCH_CHARS,
+    get_attachment,
+    get_submission,
+    list_submissions,
+)
 from core.submissions.review import mark_spam, release_submission
 
 router = APIRouter(tags=["submissions"], responses=problems(401, 503))
@@ -53,10 +58,20 @@ async def submissions_list(
     form: str | None = None,
     status: SubmissionStatus | None = None,
     since: datetime | None = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=SEARCH_CHARS,
+            description=(
+                'words the values must hold (any case; "a phrase", -word to exclude, '
+                "or); erased and expired values are never found"
+            ),
+        ),
+    ] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> Page[SubmissionSummary]:
-    """The organization's submissions, newest first, without values."""
+    """The organization's submissions, newest first, without values; `q` searches them."""
     async with services.db.scoped(scope) as conn:
         page = await list_submissions(
             conn,
@@ -67,6 +82,7 @@ async def submissions_list(
             since=since,
             before=decode_time_cursor(cursor),
             limit=limit + 1,
+            q=q,
         )
     next_cursor = None
     if len(page) > limit:

@@ -267,7 +267,7 @@ async def test_forms_destinations_routes_and_alerts_through_pages(
                 "type": "webhook",
                 "name": "CRM",
                 "url": "https://hooks.example.com/crm?key=very-private",
-                "secret": "whsec_dashboard_secret_0123456789",
+                "secret": "dashboard-secret-0123456789",
             },
         )
         assert added.status_code == 303, added.text

@@ -47,6 +47,7 @@ VALUE_COLUMNS = {
     ("submissions", "values"): "the values",
     ("submissions", "meta"): "the referrer (a URL may carry values)",
     ("submissions", "field_order"): "the names the visitor posted (a name may carry a value)",
+    ("submissions", "search"): "the words of the values (generated from them, NULL with them)",
     ("attachments", "name"): "a file's name",
     ("deliveries", "payload"): "the snapshot sent (a digest's lists several submissions)",
     ("deliveries", "target"): "an acknowledgement's recipient address",
@@ -140,6 +141,10 @@ OTHER_COLUMNS = {
     ("digests", "route_id"): "id",
     ("digests", "period_key"): "period",
     ("deliveries", "id"): "id",
+    ("deliveries", "replay_id"): "id",
+    ("replays", "id"): "id",
+    ("replays", "organization_id"): "id",
+    ("replays", "filter"): "the owner's filter: ids, statuses and times",
     ("deliveries", "organization_id"): "id",
     ("deliveries", "kind"): "vocabulary",
     ("deliveries", "submission_id"): "id",
@@ -217,7 +222,8 @@ SELECT c.table_name, c.column_name
   JOIN information_schema.tables t
     ON t.table_schema = c.table_schema AND t.table_name = c.table_name
  WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'
-   AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea')
+   AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea',
+                        'tsvector')
         OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_jsonb')))
 """
 

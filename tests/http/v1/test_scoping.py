@@ -57,6 +57,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/events/{event_id}/erase"): {},
     ("POST", "/v1/streams/{stream_id}/schemas/suggest"): {},
     ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
+    ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -137,6 +138,9 @@ async def _world(
             "dst": inbox["id"],
         },
     )
+    # A replay whose window matches nothing (the dead delivery above stays dead).
+    window = {"since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"}
+    replay = (await client.post("/v1/deliveries/replay", json=window, headers=who.headers)).json()
     stream = await create(client, who, "/v1/streams", {"name": "Stream"})
     await create(client, who, f"/v1/streams/{stream['id']}/schemas", {"schema": {"type": "object"}})
     stream_route = await create(
@@ -146,6 +150,7 @@ async def _world(
         f"/v1/streams/{stream['id']}/events", json={"type": "t", "data": {}}, headers=who.headers
     )
     return {
+        "replay_id": replay["id"],
         "stream_id": stream["id"],
         "stream_route_id": stream_route["id"],
         "ingest_key_id": stream["ingest_key"]["id"],

@@ -1,0 +1,98 @@
+"""Send again…: a destination's bulk replay, with the filter, the count, and a confirmation."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from core.http.dashboard.pages import CheckedForm, SessionDep
+from core.http.dashboard.shared import page
+from core.http.deps import ServicesDep
+from core.outbox import replays
+from core.owner import destinations
+from core.platform.clock import utcnow
+from core.platform.errors import InvalidInput, invalid_input
+from core.platform.services import Services
+
+router = APIRouter(prefix="/app", include_in_schema=False)
+# The window the page offers first: what failed in the last week.
+DEFAULT_DAYS = 7
+
+
+def _asked(destination_id: str, posted: FormData) -> replays.ReplayFilter:
+    """The replay the page's form asks for: the checked statuses, since the chosen day."""
+    try:
+        since = date.fromisoformat(str(posted.get("since") or ""))
+    except ValueError:
+        raise InvalidInput(
+            "since is not a date", [{"field": "since", "message": "a date"}]
+        ) from None
+    try:
+        return replays.ReplayFilter.model_validate(
+            {
+                "destination": destination_id,
+                "status": posted.getlist("status") or ["dead"],
+                "since": datetime(since.year, since.month, since.day, tzinfo=UTC),
+            }
+        )
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+
+
+async def _replay_page(
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    destination_id: str,
+    **shown: Any,
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        found = await destinations.get_destination(
+            conn, session.scope, destination_id=destination_id
+        )
+    return await page(
+        request,
+        services,
+        session,
+        "destination_replay.html",
+        title=f"Send again to {found['name']}",
+        dest=found,
+        per_second=replays.DEFAULT_PER_SECOND,
+        **shown,
+    )
+
+
+@router.get("/destinations/{destination_id}/replay")
+async def replay_form(
+    request: Request, services: ServicesDep, session: SessionDep, destination_id: str
+) -> Response:
+    since = (utcnow() - timedelta(days=DEFAULT_DAYS)).date().isoformat()
+    return await _replay_page(
+        request, services, session, destination_id, since=since, statuses=["dead"]
+    )
+
+
+@router.post("/destinations/{destination_id}/replay")
+async def replay_count_or_start(
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    posted: CheckedForm,
+    destination_id: str,
+) -> Response:
+    """`count` shows how many deliveries the filter matches; `confirm` queues them."""
+    asked = _asked(destination_id, posted)
+    shown = {"since": asked.since.date().isoformat(), "statuses": sorted(set(asked.status))}
+    async with services.db.scoped(session.scope) as conn:
+        if posted.get("action") == "confirm":
+            started = await replays.start_replay(conn, session.scope, asked, now=utcnow())
+            return await _replay_page(
+                request, services, session, destination_id, started=started, **shown
+            )
+        counted = await replays.count_replay(conn, session.scope, asked, now=utcnow())
+    return await _replay_page(request, services, session, destination_id, counted=counted, **shown)
