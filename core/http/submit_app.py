@@ -22,7 +22,7 @@ from core.intake.form import Form, form_for_submit, resolve_form
 from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError
 from core.platform.services import Services
@@ -253,7 +253,7 @@ async def submit(request: Request) -> Response:
     form = receipt.form or form
     response = _answer(request, form, receipt, _cors_headers(form, origin))
     if receipt.deliveries:
-        response.background = BackgroundTask(notify_deliveries, services)
+        response.background = BackgroundTask(wake_deliveries, services)
     return response
 
 

@@ -68,6 +68,14 @@ class Settings:
     db_connect_timeout: float = 5.0
     deliver_loop_seconds: int = 0
     log_level: LogLevel = "INFO"
+    # The cloud's deliver function, which the submit path wakes after a commit
+    # (core/intake/wakeup.py); unset: a NOTIFY wakes `postbag worker` instead.
+    deliver_function_name: str | None = None
+    # The Bearer token GET /metrics requires; unset: /metrics answers anyone who reaches it.
+    metrics_token: Secret | None = None
+    # Set by the hosted service only: new organizations start on `free`; elsewhere
+    # (a self-hosted installation) on `self_hosted`.
+    hosted: bool = False
 
     def require_database_url(self) -> str:
         """The database URL, or a ConfigError naming the variable."""
@@ -205,6 +213,9 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "db_connect_timeout": _seconds,
     "deliver_loop_seconds": _integer(0, 840),
     "log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR"),
+    "deliver_function_name": _optional_text,
+    "metrics_token": _secret,
+    "hosted": _flag,
 }
 
 

@@ -14,7 +14,7 @@ from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.outbox import deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
@@ -166,7 +166,7 @@ async def _review(
             refusal={"id": "review", "message": str(exc)},
         )
     if review.deliveries and action is release_submission:
-        await notify_deliveries(services)
+        await wake_deliveries(services)
     return see_other(f"/app/submissions/{submission_id}")
 
 
