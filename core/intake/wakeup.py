@@ -20,7 +20,7 @@ from core.platform.services import Services
 from core.platform.settings import Settings
 
 # The least time between two NOTIFYs of one process. A worker gathers the notifications of
-# a burst for as long (local/worker.py) before its pass, so more would wake nothing more;
+# a burst for as long (core/ticks/worker.py) before its pass, so more would wake nothing more;
 # a submit that asks within it is covered by one NOTIFY at its end.
 NOTIFY_INTERVAL = 0.05
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.http.server import GRACE_SECONDS
 from core.platform.db import Conn
-from local.serve import GRACE_SECONDS
 from tests.support.api import WEBHOOK, assert_problem
 from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
 from tests.support.cli import (
