@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import AsyncExitStack
 
 import uvloop
 
+from core.http.metrics import serve_metrics
 from core.platform.logs import configure_logging
 from core.platform.services import Services
 from core.platform.settings import production_settings
@@ -31,8 +33,15 @@ def _tick_names(value: str) -> tuple[str, ...]:
     return names
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError("must be a port number, 1 to 65535")
+    return int(value)
+
+
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`postbag worker [--ticks deliver,digest,retention] [--concurrency C] [--grace S]`."""
+    """`postbag worker [--ticks deliver,digest,retention] [--concurrency C] [--grace S]
+    [--metrics-port P [--metrics-host H]]`."""
     worker = commands.add_parser("worker", help="run the ticks and the LISTEN wake-up (no HTTP)")
     worker.add_argument(
         "--ticks",
@@ -52,6 +61,31 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=GRACE_SECONDS,
         help=f"seconds sends under way may take after SIGTERM (default {GRACE_SECONDS:g})",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        help="serve GET /metrics (Prometheus) on this port (default: not served)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="0.0.0.0",
+        help="the address /metrics listens on (default 0.0.0.0)",
+    )
+
+
+async def _work(services: Services, args: argparse.Namespace) -> None:
+    async with AsyncExitStack() as stack:
+        if args.metrics_port is not None:
+            await stack.enter_async_context(
+                serve_metrics(services, host=args.metrics_host, port=args.metrics_port)
+            )
+        await run_worker(
+            services,
+            name=worker_name("worker"),
+            ticks=args.ticks,
+            concurrency=args.concurrency,
+            grace=args.grace,
+        )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -59,13 +93,5 @@ def main(args: argparse.Namespace) -> int:
     settings = production_settings()
     configure_logging(settings.log_level, readable=sys.stderr.isatty())
     services = Services.from_settings(settings, pool_max=min(settings.db_pool_max, POOL_MAX))
-    uvloop.run(
-        run_worker(
-            services,
-            name=worker_name("worker"),
-            ticks=args.ticks,
-            concurrency=args.concurrency,
-            grace=args.grace,
-        )
-    )
+    uvloop.run(_work(services, args))
     return 0

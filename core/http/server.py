@@ -9,10 +9,14 @@ serves the same combined app (with the local runner's pages) beside a worker.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -20,8 +24,10 @@ import uvicorn
 
 from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
+from core.http.metrics import create_metrics_app
 from core.http.protocol import HeaderTimeoutProtocol
 from core.http.submit_app import create_submit_app
+from core.platform import metrics
 from core.platform.logs import configure_logging
 from core.platform.services import Services
 from core.platform.settings import production_settings
@@ -32,20 +38,29 @@ Send = Callable[[Any], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 API_PREFIXES = ("/v1", "/app", "/mcp")
+METRICS_PATH = "/metrics"
 # Requests in flight at SIGTERM get this long to finish; keep it under the orchestrator's
 # grace period (Docker's default is 10 s, Kubernetes' 30 s).
 GRACE_SECONDS = 8
 
 
 def combined_app(services: Services, *, local: bool = True) -> ASGIApp:
-    """One ASGI app: `/v1`, `/app` and `/mcp` go to the api app, everything else to submit
-    (with the local runner's pages unless `local` is off, as under `postbag serve`)."""
+    """One ASGI app: `/v1`, `/app` and `/mcp` go to the api app, `/metrics` to the metrics,
+    everything else to submit (with the local runner's pages unless `local` is off, as
+    under `postbag serve`)."""
     submit = create_submit_app(services, local=local)
     api = create_api_app(services)
+    metrics = create_metrics_app(services)
 
     async def app(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        target = api if path.startswith(API_PREFIXES) else submit
+        target: ASGIApp
+        if path.startswith(API_PREFIXES):
+            target = api
+        elif path == METRICS_PATH:
+            target = metrics
+        else:
+            target = submit
         await target(scope, receive, send)
 
     return app
@@ -85,12 +100,17 @@ def create_app() -> ASGIApp:
         if scope["type"] != "lifespan":
             await app(scope, receive, send)
             return
+        pool_metrics: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 settle_heap()
+                pool_metrics = asyncio.create_task(metrics.record_pool_while_serving(services.db))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if pool_metrics is not None:
+                    pool_metrics.cancel()
+                metrics.process_stopped()
                 await close_shared_client()
                 await close_schema_checker()
                 await services.db.close()
@@ -106,19 +126,29 @@ def run_server(*, host: str, port: int, workers: int) -> None:
     # graceful stop is a clean exit, so the signal then finds nothing left to do.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(
-        "core.http.server:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        loop="uvloop",
-        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
-        lifespan="on",
-        # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES).
-        proxy_headers=False,
-        server_header=False,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=GRACE_SECONDS,
-    )
+    shared = None
+    if workers > 1 and not os.environ.get(metrics.MULTIPROCESS_DIRECTORY):
+        # Each process keeps its metrics in files here; any of them answers for all.
+        shared = tempfile.mkdtemp(prefix="postbag-metrics-")
+        os.environ[metrics.MULTIPROCESS_DIRECTORY] = shared
+    try:
+        uvicorn.run(
+            "core.http.server:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            loop="uvloop",
+            http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
+            lifespan="on",
+            # Postbag decides itself whom to believe for X-Forwarded-For
+            # (POSTBAG_TRUSTED_PROXIES).
+            proxy_headers=False,
+            server_header=False,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=GRACE_SECONDS,
+        )
+    finally:
+        if shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)

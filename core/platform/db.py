@@ -164,6 +164,19 @@ class Database:
             await enter_scope(conn, scope)
             yield conn
 
+    def connection_counts(self) -> dict[str, int]:
+        """The pool's connections by state (`idle`, `in_use`) and the requests `waiting`
+        for one; all zero before the pool opens."""
+        if self._pool is None:
+            return {"idle": 0, "in_use": 0, "waiting": 0}
+        stats = self._pool.get_stats()
+        idle = stats.get("pool_available", 0)
+        return {
+            "idle": idle,
+            "in_use": stats.get("pool_size", 0) - idle,
+            "waiting": stats.get("requests_waiting", 0),
+        }
+
 
 async def enter_scope(conn: Conn, scope: OrgScope) -> None:
     """Switch the current transaction to `postbag_app` limited to `scope`'s organization."""
