@@ -12,10 +12,13 @@ import argparse
 import os
 
 from core.http.server import configure_server_logging, run_server
+from core.platform.logs import log
 from core.platform.settings import production_settings
+from local.settings import listening_url
 from local.worker import positive
 
 DEFAULT_PORT = 8080
+PUBLIC_URL = "POSTBAG_PUBLIC_URL"
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,8 +40,20 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def main(args: argparse.Namespace) -> int:
-    """Check the settings (a ConfigError names what is missing), then serve until SIGTERM."""
+    """Check the settings (a ConfigError names what is missing), then serve until SIGTERM.
+
+    Without POSTBAG_PUBLIC_URL, the links the server hands out (submit URLs, snippets, the
+    dashboard's) use where it listens, and it says so once at start."""
     settings = production_settings()
     configure_server_logging(settings.log_level)
+    if PUBLIC_URL not in os.environ:
+        url = listening_url(args.host, args.port)
+        # The serving processes (uvicorn starts them) read their settings from the environment.
+        os.environ[PUBLIC_URL] = url
+        log.warning(
+            f"{PUBLIC_URL} is unset: submit URLs, snippets and links use {url}, where this "
+            "server listens; set it to the address visitors reach",
+            extra={"detail": {"public_url": url}},
+        )
     run_server(host=args.host, port=args.port, workers=args.workers)
     return 0

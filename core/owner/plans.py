@@ -83,3 +83,9 @@ PLANS: dict[str, Plan] = {
         monthly_attachment_bytes=None,
     ),
 }
+
+
+def default_plan(*, hosted: bool) -> PlanName:
+    """The plan a new organization starts on when none is named: `free` on the hosted
+    service (`POSTBAG_HOSTED=true`), `self_hosted` on every other installation."""
+    return "free" if hosted else "self_hosted"

@@ -56,6 +56,7 @@ def test_settings__environment_values_are_parsed(monkeypatch: pytest.MonkeyPatch
         ("POSTBAG_STORAGE_URL", "/tmp/files"),
         ("POSTBAG_TRUSTED_PROXIES", '{"a": 1}'),
         ("POSTBAG_LOG_LEVEL", "LOUD"),
+        ("POSTBAG_HOSTED", "maybe"),
     ],
 )
 def test_settings__out_of_range_value_names_the_variable(
@@ -70,8 +71,10 @@ def test_settings__secrets_never_show_in_repr(monkeypatch: pytest.MonkeyPatch) -
     secret = "s3cr3t-" + "q" * 40
     monkeypatch.setenv("POSTBAG_SECRET_KEY", secret)
     monkeypatch.setenv("POSTBAG_SMTP_URL", "smtp://user:hunter2@mail.example.com")
+    monkeypatch.setenv("POSTBAG_METRICS_TOKEN", "scrape-me-not")
     settings = load_settings()
     assert secret not in repr(settings) and "hunter2" not in repr(settings)
+    assert "scrape-me-not" not in repr(settings)
     assert settings.require_secret_key() == secret.encode()
 
 
