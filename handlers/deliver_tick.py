@@ -22,7 +22,7 @@ def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         services,
         "deliver",
         context,
-        loop_seconds=max(settings.deliver_loop_seconds, wake_linger_seconds() if woken else 0),
+        loop_seconds=wake_linger_seconds() if woken else settings.deliver_loop_seconds,
         idle_pause=WAKE_IDLE_PAUSE_SECONDS if woken else None,
         cleanup=close_shared_client,
     )

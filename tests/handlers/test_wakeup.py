@@ -63,7 +63,8 @@ async def test_wakeup__submit_invokes_the_deliver_function_which_delivers(
 ) -> None:
     with receiver() as hook, lambda_api() as api:
         await _form_to(conn, hook)
-        env = _env(db_url, lambda_env(api))
+        # The schedule's long loop shapes scheduled invocations only, never a woken one.
+        env = {**_env(db_url, lambda_env(api)), "POSTBAG_DELIVER_LOOP_SECONDS": "60"}
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         [response] = await asyncio.to_thread(
@@ -77,6 +78,8 @@ async def test_wakeup__submit_invokes_the_deliver_function_which_delivers(
         # The woken invocation, not a schedule (none runs here), made the send.
         assert api.results[0]["sent"] == 1
         assert [r.path for r in hook.requests] == ["/hook"]
+        [(began, ended)] = api.runs
+        assert 2.0 < ended - began < 10, "a woken invocation passes for about 2.2 s"
     assert await _statuses(conn) == ["sent"]
 
 
