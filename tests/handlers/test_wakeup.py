@@ -14,7 +14,7 @@ import pytest
 
 from core.platform import deliver_function
 from core.platform.db import Conn
-from tests.support.builders import make_form, make_route_to, make_tenant
+from tests.support.builders import Tenant, make_form, make_route_to, make_tenant
 from tests.support.lambda_api import lambda_api, lambda_env
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.peers import Peer, closed_port, hang, receiver
@@ -37,10 +37,11 @@ def _posts(count: int) -> list[dict[str, Any]]:
     return events
 
 
-async def _form_to(conn: Conn, peer: Peer) -> None:
+async def _form_to(conn: Conn, peer: Peer) -> Tenant:
     tenant = await make_tenant(conn)
     form = await make_form(conn, tenant, id=FORM_ID, allowed_origins=["https://site.example"])
     await make_route_to(conn, tenant, form, config={"url": f"{peer.url}/hook"})
+    return tenant
 
 
 def _env(db_url: str, endpoint: dict[str, str]) -> dict[str, str]:
@@ -160,3 +161,42 @@ async def test_wakeup__lambda_api_down_submit_still_answers_and_the_schedule_del
         )
         assert result["sent"] == 2
     assert await _statuses(conn) == ["sent"] * 2
+
+
+def _release(receipt: str, key: str) -> dict[str, Any]:
+    """The api function's event for `POST /v1/submissions/{receipt}/release`."""
+    event = copy.deepcopy(load_event("function_url_post_json.json"))
+    path = f"/v1/submissions/{receipt}/release"
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["body"] = ""
+    event["headers"] = {
+        "host": event["headers"]["host"],
+        "authorization": f"Bearer {key}",
+        "content-length": "0",
+        "x-forwarded-for": "203.0.113.7",
+    }
+    return event
+
+
+async def test_wakeup__releasing_from_quarantine_wakes_the_deliver_function(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with receiver() as hook, lambda_api() as api:
+        tenant = await _form_to(conn, hook)
+        for key, value in _env(db_url, lambda_env(api)).items():
+            monkeypatch.setenv(key, value)
+        [post] = _posts(1)
+        post["headers"]["origin"] = "https://elsewhere.example"  # stored, quarantined
+        [submitted] = await asyncio.to_thread(invoke, "submit", [post], FakeContext(), monkeypatch)
+        receipt = json.loads(submitted["body"])["receipt"]
+        assert await _statuses(conn) == []
+        assert api.invocations == []  # nothing to deliver, nothing woken
+        [released] = await asyncio.to_thread(
+            invoke, "api", [_release(receipt, tenant.key)], FakeContext(), monkeypatch
+        )
+        assert released["statusCode"] == 200, released["body"]
+        await asyncio.to_thread(api.wait_idle)
+        assert len(api.invocations) == 1
+        assert api.results[0]["sent"] == 1
+        assert [r.path for r in hook.requests] == ["/hook"]
+    assert await _statuses(conn) == ["sent"]
