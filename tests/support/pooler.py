@@ -26,7 +26,7 @@ from tests.support.runner import free_port
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 # Server connections per database and user: far fewer than the clients, so they hop.
 POOL_SIZE = 2
-# PgBouncer refuses to run as root; it drops to this user.
+# PgBouncer refuses to run as root; it drops to this user (see `_unprivileged_user`).
 UNPRIVILEGED = "nobody"
 
 
@@ -85,10 +85,10 @@ def pgbouncer(server_url: str) -> Iterator[int]:
     ini = _config(server_url, port, folder)
     command = [PGBOUNCER, str(ini)]
     if os.geteuid() == 0:
-        command[1:1] = ["-u", UNPRIVILEGED]
-        nobody = pwd.getpwnam(UNPRIVILEGED)
+        user = _unprivileged_user(server_url)
+        command[1:1] = ["-u", user.pw_name]
         for path in (folder, *folder.iterdir()):
-            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+            os.chown(path, user.pw_uid, user.pw_gid)
     log = (folder / "pgbouncer.log").open("w")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -109,6 +109,16 @@ def pgbouncer(server_url: str) -> Iterator[int]:
             proc.wait()
         log.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unprivileged_user(server_url: str) -> pwd.struct_passwd:
+    """Whom PgBouncer runs as under root: the owner of the server's socket folder when it
+    listens on a Unix socket (the embedded PostgreSQL's `pgserver`, the only one allowed in),
+    else `nobody`."""
+    host = str(conninfo_to_dict(server_url).get("host") or "")
+    if host.startswith("/"):
+        return pwd.getpwuid(os.stat(host).st_uid)
+    return pwd.getpwnam(UNPRIVILEGED)
 
 
 def _accepting(port: int) -> bool:
