@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(settings.log_level, readable=sys.stderr.isatty())
         url = settings.require_database_url()
         if args.command == "migrate":
-            applied = asyncio.run(_migrate(url))
+            applied = asyncio.run(_migrate(settings.migration_url()))
             print(f"applied {len(applied)} migration(s)" + "".join(f"\n  {a}" for a in applied))
         elif args.command == "create-org":
             plan = args.plan or default_plan(hosted=settings.hosted)

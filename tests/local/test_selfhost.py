@@ -118,6 +118,7 @@ async def test_serve__a_serve_only_replica_is_healthy_and_sees_workers_elsewhere
         "stuck_file_deletions": 0,
         "live_workers": 0,
         "replica_worker": None,
+        "replica_worker_heartbeat_age_seconds": None,
     }
     assert beside.status_code == 200
     body = beside.json()
