@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 INVOKE_TIMEOUT_SECONDS = 0.1
 # One sandbox wakes the deliver function at most once per interval: a burst of submits
 # costs one invoke. The woken invocation keeps passing for longer than the interval
-# (`WAKE_LINGER_SECONDS`), so a submit that the interval kept from invoking is delivered
+# (`wake_linger_seconds`), so a submit that the interval kept from invoking is delivered
 # by the invocation it would have woken.
 WAKE_INTERVAL_SECONDS = 1.0
 # Between the passes of a woken invocation that find nothing due.
