@@ -9,11 +9,15 @@ from typing import Any
 from mangum import Mangum
 
 from core.http.api_app import create_api_app
+from core.intake.wakeup import prepare_wakeup
 from core.platform.admin import is_admin_command, run_admin_command
 from core.platform.services import Services
 from core.platform.settings import production_settings
 
-services = Services.from_settings(production_settings(), pool_max=2)
+settings = production_settings()
+services = Services.from_settings(settings, pool_max=2)
+# Releasing a submission from quarantine wakes the deliver function as a submit does.
+prepare_wakeup(settings)
 http = Mangum(create_api_app(services), lifespan="off")
 
 

@@ -3,8 +3,11 @@
 from mangum import Mangum
 
 from core.http.submit_app import create_submit_app
+from core.intake.wakeup import prepare_wakeup
 from core.platform.services import Services
 from core.platform.settings import production_settings
 
-services = Services.from_settings(production_settings(), pool_max=2)
+settings = production_settings()
+services = Services.from_settings(settings, pool_max=2)
+prepare_wakeup(settings)
 handler = Mangum(create_submit_app(services), lifespan="off")

@@ -12,7 +12,7 @@ import uvloop
 
 from core.destinations.http import close_shared_client
 from core.owner.organizations import create_api_key, create_organization, set_plan
-from core.owner.plans import PLAN_NAMES
+from core.owner.plans import PLAN_NAMES, default_plan
 from core.platform.clock import utcnow
 from core.platform.db import connect
 from core.platform.errors import PostbagError
@@ -26,7 +26,7 @@ from local import keys, listen, serve, worker
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
 from local.embedded import stop_like_ctrl_c
-from local.settings import command_settings, development_settings
+from local.settings import command_settings, development_settings, listening_url
 from local.welcome import banner, command_name, first_start, ready_block
 
 
@@ -89,8 +89,7 @@ def _listening_url(args: argparse.Namespace) -> str | None:
     """Where `postbag dev` can be reached from this machine, e.g. `http://127.0.0.1:8080`."""
     if args.command != "dev":
         return None
-    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-    return f"http://{host}:{args.port}"
+    return listening_url(args.host, args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="apply pending database migrations")
     org = commands.add_parser("create-org", help="create an organization and an API key")
     org.add_argument("--name", required=True)
-    org.add_argument("--plan", default="free", choices=PLAN_NAMES)
+    org.add_argument(
+        "--plan",
+        choices=PLAN_NAMES,
+        help="default: self_hosted, or free on the hosted service (POSTBAG_HOSTED=true)",
+    )
     org.add_argument("--json", action="store_true", help="print one JSON object")
     plan = commands.add_parser("set-plan", help="move an organization to another plan")
     plan.add_argument("organization_id")
@@ -142,10 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(settings.log_level, readable=sys.stderr.isatty())
         url = settings.require_database_url()
         if args.command == "migrate":
-            applied = asyncio.run(_migrate(url))
+            applied = asyncio.run(_migrate(settings.migration_url()))
             print(f"applied {len(applied)} migration(s)" + "".join(f"\n  {a}" for a in applied))
         elif args.command == "create-org":
-            scope, key = asyncio.run(_create_org(url, args.name, args.plan))
+            plan = args.plan or default_plan(hosted=settings.hosted)
+            scope, key = asyncio.run(_create_org(url, args.name, plan))
             if args.json:
                 print(json.dumps({"organization_id": scope.organization_id, "api_key": key}))
             else:

@@ -2,74 +2,23 @@
 
 It needs `POSTBAG_DATABASE_URL` and `POSTBAG_SECRET_KEY` (never an embedded PostgreSQL,
 never a generated key), keeps webhooks off private addresses unless
-`POSTBAG_ALLOW_PRIVATE_TARGETS` says otherwise, and runs no ticks: deliveries are the
-business of `postbag worker`. With `--workers N`, uvicorn's supervisor starts N processes
-accepting on one shared socket, and restarts one that dies. SIGTERM (or SIGINT) closes the
-listening socket, lets requests in flight finish for up to GRACE_SECONDS, then exits.
+`POSTBAG_ALLOW_PRIVATE_TARGETS` says otherwise, and runs no ticks. The server itself is
+production code, `core.http.server`; this module is its command.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
-import sys
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
-import uvicorn
-
-from core.destinations.http import close_shared_client
-from core.platform.logs import configure_logging
-from core.platform.services import Services
+from core.http.server import configure_server_logging, run_server
+from core.platform.logs import log
 from core.platform.settings import production_settings
-from core.schemas.checker import close_schema_checker
-from local.protocol import HeaderTimeoutProtocol
-from local.runner import combined_app, settle_heap
+from local.settings import listening_url
 from local.worker import positive
 
-# Requests in flight at SIGTERM get this long to finish; keep it under the orchestrator's
-# grace period (Docker's default is 10 s, Kubernetes' 30 s).
-GRACE_SECONDS = 8
 DEFAULT_PORT = 8080
-
-Receive = Callable[[], Awaitable[Any]]
-Send = Callable[[Any], Awaitable[None]]
-
-
-def _logging(level: str) -> None:
-    # JSON lines, without a line per request (as `postbag dev`).
-    # JSON lines unless a person reads stderr (a container's is not a terminal).
-    configure_logging(level, readable=sys.stderr.isatty())
-    logging.getLogger("uvicorn.access").propagate = False
-
-
-def create_app() -> Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]:
-    """The ASGI app of one serving process, built from the environment (uvicorn calls this
-    in each process it starts); the lifespan's shutdown closes the pool."""
-    settings = production_settings()
-    _logging(settings.log_level)
-    services = Services.from_settings(settings)
-    app = combined_app(services, local=False)
-
-    async def serving(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] != "lifespan":
-            await app(scope, receive, send)
-            return
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                settle_heap()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await close_shared_client()
-                await close_schema_checker()
-                await services.db.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    return serving
+PUBLIC_URL = "POSTBAG_PUBLIC_URL"
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,27 +40,20 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def main(args: argparse.Namespace) -> int:
-    """Check the settings (a ConfigError names what is missing), then serve until SIGTERM."""
+    """Check the settings (a ConfigError names what is missing), then serve until SIGTERM.
+
+    Without POSTBAG_PUBLIC_URL, the links the server hands out (submit URLs, snippets, the
+    dashboard's) use where it listens, and it says so once at start."""
     settings = production_settings()
-    _logging(settings.log_level)
-    # A single-process uvicorn raises the stopping signal again once it has shut down; a
-    # graceful stop is a clean exit, so the signal then finds nothing left to do.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    uvicorn.run(
-        "local.serve:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        loop="uvloop",
-        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
-        lifespan="on",
-        # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES).
-        proxy_headers=False,
-        server_header=False,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=GRACE_SECONDS,
-    )
+    configure_server_logging(settings.log_level)
+    if PUBLIC_URL not in os.environ:
+        url = listening_url(args.host, args.port)
+        # The serving processes (uvicorn starts them) read their settings from the environment.
+        os.environ[PUBLIC_URL] = url
+        log.warning(
+            f"{PUBLIC_URL} is unset: submit URLs, snippets and links use {url}, where this "
+            "server listens; set it to the address visitors reach",
+            extra={"detail": {"public_url": url}},
+        )
+    run_server(host=args.host, port=args.port, workers=args.workers)
     return 0

@@ -23,6 +23,16 @@ def _embedded_url() -> str:
     return embedded_database_url()
 
 
+def listening_url(host: str, port: int) -> str:
+    """Where a server listening on `host:port` is reached from this machine, e.g.
+    `http://127.0.0.1:8080` (all interfaces: the loopback address)."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def command_settings() -> Settings:
     """A one-shot command's settings: the environment's, with the embedded PostgreSQL
     when `POSTBAG_DATABASE_URL` is unset."""

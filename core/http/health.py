@@ -11,6 +11,9 @@ from core.platform.services import Services
 
 
 async def health(request: Request) -> JSONResponse:
+    """This replica's health; with `?scope=installation`, the whole installation's (is the
+    outbox drained), for an uptime check rather than a load balancer's probe."""
     services: Services = request.app.state.services
     report = await check_health(services.db, now=utcnow(), replica_worker=services.worker)
-    return JSONResponse(report.as_dict(), status_code=200 if report.healthy else 503)
+    body = report.as_dict(installation=request.query_params.get("scope") == "installation")
+    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)

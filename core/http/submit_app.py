@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -22,9 +23,10 @@ from core.intake.form import Form, form_for_submit, resolve_form
 from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError
+from core.platform.metrics import count_submission
 from core.platform.services import Services
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
@@ -228,6 +230,7 @@ async def submit(request: Request) -> Response:
     form_id: str = request.path_params["form_id"]
     origin = request.headers.get("origin")
     client = _client(request, services)
+    started = time.perf_counter()
     form: Form | None = None
     try:
         form = await form_for_submit(services, form_id, client=client, now=now)
@@ -249,11 +252,15 @@ async def submit(request: Request) -> Response:
     except PostbagError as exc:
         refusal = _refusal(request, form, exc)
         refusal.headers.update(_cors_headers(form, origin))
+        count_submission("refused", time.perf_counter() - started)
         return refusal
     form = receipt.form or form
     response = _answer(request, form, receipt, _cors_headers(form, origin))
+    count_submission(
+        "duplicate" if receipt.duplicate else receipt.status, time.perf_counter() - started
+    )
     if receipt.deliveries:
-        response.background = BackgroundTask(notify_deliveries, services)
+        response.background = BackgroundTask(wake_deliveries, services)
     return response
 
 

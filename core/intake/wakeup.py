@@ -1,4 +1,11 @@
-"""Waking the delivery worker after a submit: at most one NOTIFY per interval per event loop."""
+"""Waking the delivery worker after a submit commits.
+
+Where a deliver function is named (`POSTBAG_DELIVER_FUNCTION_NAME`, the cloud), an
+asynchronous invoke of it, at most one per WAKE_INTERVAL_SECONDS per process (a Lambda
+sandbox), bounded by INVOKE_TIMEOUT_SECONDS; otherwise a NOTIFY to `postbag worker`, at most
+one per NOTIFY_INTERVAL per event loop. Either is an accelerator: a failure is logged and
+the delivery waits for the next scheduled pass.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,14 @@ import asyncio
 import time
 import weakref
 
+from core.platform import deliver_function
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.platform.settings import Settings
 
 # The least time between two NOTIFYs of one process. A worker gathers the notifications of
-# a burst for as long (local/worker.py) before its pass, so more would wake nothing more;
+# a burst for as long (core/ticks/worker.py) before its pass, so more would wake nothing more;
 # a submit that asks within it is covered by one NOTIFY at its end.
 NOTIFY_INTERVAL = 0.05
 
@@ -49,12 +58,30 @@ class _Waker:
 
 
 _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+# When this process last invoked each deliver function (monotonic seconds).
+_invoked: dict[str, float] = {}
 
 
-async def notify_deliveries(services: Services) -> None:
-    """Wake the delivery worker; a failure only delays delivery until its next poll."""
+async def wake_deliveries(services: Services) -> None:
+    """Wake whatever delivers (the deliver function, or the workers listening); a failure
+    only delays delivery until the next scheduled pass or poll."""
+    name = services.settings.deliver_function_name
+    if name:
+        now = time.monotonic()
+        if now - _invoked.get(name, float("-inf")) < deliver_function.WAKE_INTERVAL_SECONDS:
+            return  # the invocation woken by the last one is still passing
+        _invoked[name] = now
+        await deliver_function.client_for(name).wake()
+        return
     loop = asyncio.get_running_loop()
     waker = _wakers.get(loop)
     if waker is None:
         waker = _wakers[loop] = _Waker()
     await waker.wake(services)
+
+
+def prepare_wakeup(settings: Settings) -> None:
+    """Build the deliver function's client now (a handler's import, the cold start) rather
+    than within the first submit's bound."""
+    if settings.deliver_function_name:
+        deliver_function.client_for(settings.deliver_function_name)

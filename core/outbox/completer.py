@@ -10,6 +10,7 @@ from core.outbox import store
 from core.platform.db import Database
 from core.platform.errors import Unavailable
 from core.platform.logs import log
+from core.platform.metrics import count_attempt
 
 # Tries of one group's write when the database fails it transiently (a dropped
 # connection, a deadlock victim, a moment without a connection), and the first wait
@@ -59,7 +60,9 @@ class Completer:
                         if not written.done():
                             written.set_exception(exc)
                     continue
-                for (_, written), result in zip(group, won, strict=True):
+                for (outcome, written), result in zip(group, won, strict=True):
+                    if outcome.attempt is not None:
+                        count_attempt(outcome.claim.channel, outcome.status if result else "fenced")
                     # Done already when its send's task was cancelled: written all the same.
                     if not written.done():
                         written.set_result(result)

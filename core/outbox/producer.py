@@ -23,7 +23,7 @@ POLL = 0.2
 # rows come due with each submit, and a busy destination's room frees as each of its sends
 # ends, so claiming again at every send's end would be a claim per row; once most of a
 # destination's sends are answered, one claim refills its room with what came due
-# meanwhile. The worker's wake-up waits as long after a notification (local/worker.py).
+# meanwhile. The worker's wake-up waits as long after a notification (core/ticks/worker.py).
 CLAIM_PAUSE = 0.05
 
 

@@ -93,3 +93,9 @@ PLANS: dict[str, Plan] = {
         monthly_events=None,
     ),
 }
+
+
+def default_plan(*, hosted: bool) -> PlanName:
+    """The plan a new organization starts on when none is named: `free` on the hosted
+    service (`POSTBAG_HOSTED=true`), `self_hosted` on every other installation."""
+    return "free" if hosted else "self_hosted"

@@ -28,7 +28,7 @@ async def run_admin_command(services: Services, event: Mapping[str, Any]) -> dic
     command = event.get("postbag_command")
     if command not in COMMANDS:
         raise InvalidInput(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
-    conn = await connect(services.settings.require_database_url())
+    conn = await connect(services.settings.migration_url())
     try:
         applied = await migrate(conn)
     finally:

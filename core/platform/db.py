@@ -37,7 +37,9 @@ async def _configure(conn: Conn) -> None:
 
     `jit = off`: Postbag's statements are short, and with a large table the planner's
     estimates pass `jit_above_cost`, where compiling a claim's plan cost ~100 ms against a
-    few milliseconds to run it.
+    few milliseconds to run it. Behind a transaction pooler a session setting would land
+    on one server connection of many (and stay there for other clients): there it is not
+    set, and the operator sets it for the role (docs/self-host.md).
     """
     await conn.execute("SET jit = off")
 
@@ -64,8 +66,10 @@ class Database:
         max_size: int = 10,
         connect_timeout: float = 5.0,
         wait_timeout: float = 10.0,
+        transaction_pooler: bool = False,
     ) -> None:
         self.url = url
+        self._transaction_pooler = transaction_pooler
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
@@ -102,9 +106,13 @@ class Database:
                     "row_factory": dict_row,
                     "autocommit": True,
                     "connect_timeout": max(1, round(self._connect_timeout)),
+                    # psycopg prepares a statement on the server after its fifth run on a
+                    # connection; behind a transaction pooler the next run may reach
+                    # another server connection, where it does not exist (or already does).
+                    **({"prepare_threshold": None} if self._transaction_pooler else {}),
                 },
                 check=self._check,
-                configure=_configure,
+                configure=None if self._transaction_pooler else _configure,
                 open=False,
                 name="postbag",
             )
@@ -164,6 +172,19 @@ class Database:
             await enter_scope(conn, scope)
             yield conn
 
+    def connection_counts(self) -> dict[str, int]:
+        """The pool's connections by state (`idle`, `in_use`) and the requests `waiting`
+        for one; all zero before the pool opens."""
+        if self._pool is None:
+            return {"idle": 0, "in_use": 0, "waiting": 0}
+        stats = self._pool.get_stats()
+        idle = stats.get("pool_available", 0)
+        return {
+            "idle": idle,
+            "in_use": stats.get("pool_size", 0) - idle,
+            "waiting": stats.get("requests_waiting", 0),
+        }
+
 
 async def enter_scope(conn: Conn, scope: OrgScope) -> None:
     """Switch the current transaction to `postbag_app` limited to `scope`'s organization."""
@@ -175,13 +196,13 @@ async def enter_scope(conn: Conn, scope: OrgScope) -> None:
 
 
 async def connect(url: str, **kwargs: Any) -> Conn:
-    """One autocommit connection outside the pool (CLI, migrations), with the pooled
-    connections' session settings."""
+    """One autocommit connection outside the pool (CLI, migrations): no session settings
+    and no prepared statements, so that it works through any pooler (a one-shot command
+    runs few statements, none often enough to gain from either)."""
     try:
         conn = await psycopg.AsyncConnection.connect(
-            url, autocommit=True, row_factory=dict_row, **kwargs
+            url, autocommit=True, row_factory=dict_row, prepare_threshold=None, **kwargs
         )
-        await _configure(conn)
     except psycopg.OperationalError as exc:
         raise Unavailable(f"database unavailable: {exc}".splitlines()[0]) from exc
     return conn

@@ -14,8 +14,12 @@ from core.platform.queries import queries
 MAX_DUE_AGE_SECONDS = 300.0
 # A stored file whose deletion failed this many times is stuck (the retention tick stops).
 MAX_DELETE_ATTEMPTS = 10
-# A worker that has not finished a pass for this long is presumed gone.
-MAX_HEARTBEAT_AGE_SECONDS = 300.0
+# The heartbeat interval: a delivery worker records a heartbeat as each deliver pass ends,
+# and starts one at least every 15 s (`postbag worker`, `postbag dev`) or every minute (the
+# cloud's schedule). A worker whose last pass started longer ago than twice the longest of
+# those is not counted: one late pass does not count a worker out, a stopped one is gone
+# within two minutes.
+LIVE_HEARTBEAT_SECONDS = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,25 +31,39 @@ class Health:
     # and a 503 here would take a working submit endpoint out of a load balancer's rotation.
     # Each one also opens a `storage.stuck` alert for its organization.
     stuck_file_deletions: int = 0
-    # Delivery workers, anywhere, whose heartbeat is younger than MAX_HEARTBEAT_AGE_SECONDS.
+    # Delivery workers, anywhere, whose heartbeat is younger than LIVE_HEARTBEAT_SECONDS.
     live_workers: int = 0
     # The delivery worker this process runs, by its heartbeat name; None for a process that
-    # runs none (`postbag serve`, the cloud's HTTP functions), which is healthy as long as a
-    # worker elsewhere drains the outbox.
+    # runs none (`postbag serve`, the cloud's HTTP functions).
     replica_worker: str | None = None
+    # That worker's own heartbeat age (None: it runs none, or has not finished a pass yet).
+    replica_worker_heartbeat_age_seconds: float | None = None
 
     @property
     def healthy(self) -> bool:
+        """This replica can do its work: the database answers and, if it runs a worker,
+        that worker is alive. Whether workers elsewhere drain the outbox is the
+        installation's health (`outbox_healthy`): a replica that serves HTTP only is healthy
+        without a worker, and restarting it would start none."""
         if not self.database:
             return False
-        due = self.oldest_due_delivery_age_seconds
-        if due is not None and due > MAX_DUE_AGE_SECONDS:
-            return False
-        beat = self.worker_heartbeat_age_seconds
-        return beat is None or beat <= MAX_HEARTBEAT_AGE_SECONDS or due is None
+        own = self.replica_worker_heartbeat_age_seconds
+        return own is None or own <= LIVE_HEARTBEAT_SECONDS
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"status": "ok" if self.healthy else "unhealthy", **asdict(self)}
+    @property
+    def outbox_healthy(self) -> bool:
+        """The installation delivers: nothing has waited past MAX_DUE_AGE_SECONDS, and a
+        worker is alive whenever something is due."""
+        due = self.oldest_due_delivery_age_seconds
+        if due is None:
+            return True
+        return due <= MAX_DUE_AGE_SECONDS and self.live_workers > 0
+
+    def as_dict(self, *, installation: bool = False) -> dict[str, Any]:
+        """The report; `installation` asks about the whole installation (this replica and
+        the outbox), else about this replica only."""
+        ok = self.healthy and (self.outbox_healthy or not installation)
+        return {"status": "ok" if ok else "unhealthy", **asdict(self)}
 
 
 async def check_health(db: Database, *, now: datetime, replica_worker: str | None = None) -> Health:
@@ -57,7 +75,8 @@ async def check_health(db: Database, *, now: datetime, replica_worker: str | Non
                 {
                     "now": now,
                     "max_delete_attempts": MAX_DELETE_ATTEMPTS,
-                    "alive": timedelta(seconds=MAX_HEARTBEAT_AGE_SECONDS),
+                    "alive": timedelta(seconds=LIVE_HEARTBEAT_SECONDS),
+                    "replica_worker": replica_worker,
                 },
             )
             row = await cur.fetchone()
@@ -75,4 +94,5 @@ async def check_health(db: Database, *, now: datetime, replica_worker: str | Non
         int(row["stuck_deletions"]),
         int(row["live_workers"]),
         replica_worker,
+        seconds(row["replica_heartbeat_age"]),
     )

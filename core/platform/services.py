@@ -23,5 +23,6 @@ class Services:
             max_size=pool_max or settings.db_pool_max,
             connect_timeout=settings.db_connect_timeout,
             wait_timeout=settings.db_connect_timeout,
+            transaction_pooler=settings.transaction_pooler,
         )
         return cls(settings=settings, db=db)

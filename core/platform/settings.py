@@ -22,6 +22,9 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 EmailProvider = Literal["ses", "resend", "smtp", "log"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+# What stands between Postbag and PostgreSQL: nothing (or a session-mode pooler, the same
+# to Postbag), or a pooler that hands each transaction any server connection.
+DbPooler = Literal["none", "transaction"]
 
 
 class Secret:
@@ -64,16 +67,52 @@ class Settings:
     turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
     allow_private_targets: bool = False
     trusted_proxies: list[str] = field(default_factory=list)
+    db_pooler: DbPooler = "none"
+    direct_database_url: str | None = None
     db_pool_max: int = 10
     db_connect_timeout: float = 5.0
     deliver_loop_seconds: int = 0
     log_level: LogLevel = "INFO"
+    # The cloud's deliver function, which the submit path wakes after a commit
+    # (core/intake/wakeup.py); unset: a NOTIFY wakes `postbag worker` instead.
+    deliver_function_name: str | None = None
+    # The Bearer token GET /metrics requires; unset: /metrics answers anyone who reaches it.
+    metrics_token: Secret | None = None
+    # Set by the hosted service only: new organizations start on `free`; elsewhere
+    # (a self-hosted installation) on `self_hosted`.
+    hosted: bool = False
 
     def require_database_url(self) -> str:
         """The database URL, or a ConfigError naming the variable."""
         if not self.database_url:
             raise ConfigError("POSTBAG_DATABASE_URL is required")
         return self.database_url
+
+    @property
+    def transaction_pooler(self) -> bool:
+        """Whether `database_url` goes through a transaction-mode pooler (PgBouncer's
+        `pool_mode = transaction`, Neon's and Supabase's pooled endpoints, RDS Proxy)."""
+        return self.db_pooler == "transaction"
+
+    def listen_url(self) -> str | None:
+        """Where the worker may LISTEN: the direct URL, else the database URL unless it goes
+        through a transaction pooler (there a LISTEN stays on a server connection that
+        other clients' transactions then use, and hears nothing for this one)."""
+        if self.direct_database_url:
+            return self.direct_database_url
+        return None if self.transaction_pooler else self.require_database_url()
+
+    def migration_url(self) -> str:
+        """Where migrations run: the direct URL, else the database URL unless it goes
+        through a transaction pooler (their advisory lock is held for the session)."""
+        if self.direct_database_url:
+            return self.direct_database_url
+        if self.transaction_pooler:
+            raise ConfigError(
+                "POSTBAG_DIRECT_DATABASE_URL is required to migrate behind a transaction "
+                "pooler (POSTBAG_DB_POOLER=transaction)"
+            )
+        return self.require_database_url()
 
     def require_secret_key(self) -> bytes:
         """The HMAC key for client addresses and cookies, or a ConfigError naming it."""
@@ -201,10 +240,15 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "turnstile_verify_url": _http_url,
     "allow_private_targets": _flag,
     "trusted_proxies": _address_list,
+    "db_pooler": _one_of("none", "transaction"),
+    "direct_database_url": _optional_text,
     "db_pool_max": _integer(1, 100),
     "db_connect_timeout": _seconds,
     "deliver_loop_seconds": _integer(0, 840),
     "log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR"),
+    "deliver_function_name": _optional_text,
+    "metrics_token": _secret,
+    "hosted": _flag,
 }
 
 

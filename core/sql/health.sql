@@ -1,11 +1,14 @@
 -- name: health_snapshot
--- Worker heartbeat age and the age of the oldest due delivery of a destination with no
--- send in flight, both in seconds, how many
+-- Worker heartbeat age (any worker's, and `replica_worker`'s own) and the age of the oldest
+-- due delivery of a destination with no send in flight, all in seconds, how many
 -- delivery workers finished a pass within `alive`, and how many stored files ran out of
 -- deletion attempts.
 SELECT
     (SELECT extract(epoch FROM %(now)s - max(last_beat_at))
        FROM worker_heartbeats WHERE tick = 'deliver') AS heartbeat_age,
+    (SELECT extract(epoch FROM %(now)s - last_beat_at)
+       FROM worker_heartbeats
+      WHERE tick = 'deliver' AND worker_id = %(replica_worker)s) AS replica_heartbeat_age,
     (SELECT count(*) FROM worker_heartbeats
       WHERE tick = 'deliver' AND last_beat_at >= %(now)s - %(alive)s) AS live_workers,
     -- A destination with a send under a live lease is draining at its own pace (a slow

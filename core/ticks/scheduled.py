@@ -45,11 +45,14 @@ def run_scheduled(
     context: LambdaContext,
     *,
     loop_seconds: float = 0,
+    idle_pause: float | None = None,
     cleanup: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """One pass of the tick `name`; with `loop_seconds`, further passes until that much time
-    has gone by or the invocation runs short. Returns the counters of every pass, summed."""
+    has gone by or the invocation runs short, `idle_pause` (default IDLE_PAUSE_SECONDS)
+    apart when a pass found nothing to do. Returns the counters of every pass, summed."""
     tick = TICKS[name]
+    pause = IDLE_PAUSE_SECONDS if idle_pause is None else idle_pause
 
     async def passes() -> dict[str, Any]:
         started = time.monotonic()
@@ -65,10 +68,10 @@ def run_scheduled(
                     if isinstance(value, int | float) and not isinstance(value, bool):
                         totals[key] = totals.get(key, 0) + value
                 left = loop_seconds - (time.monotonic() - started)
-                if left <= 0 or budget_seconds(context) <= IDLE_PAUSE_SECONDS:
+                if left <= 0 or budget_seconds(context) <= pause:
                     break
                 if not any(v for k, v in result.items() if k != "released"):
-                    await asyncio.sleep(min(IDLE_PAUSE_SECONDS, left))
+                    await asyncio.sleep(min(pause, left))
         finally:
             if cleanup is not None:
                 await cleanup()

@@ -36,6 +36,7 @@ def test_handler__function_url_get_health(
         "stuck_file_deletions": 0,
         "live_workers": 0,
         "replica_worker": None,
+        "replica_worker_heartbeat_age_seconds": None,
     }
 
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 import uvicorn
 
+from core.http.server import combined_app
 from core.platform.db import connect
 from core.platform.services import Services
-from local.runner import combined_app
 from tests.support.builders import make_form, make_tenant
 from tests.support.databases import create_database, database_url, drop_database
 from tests.support.lambdas import FakeContext, invoke, load_event

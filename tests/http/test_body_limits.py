@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from core.http.server import combined_app
 from core.platform.db import Conn
 from core.platform.services import Services
-from local.runner import combined_app
 from tests.support.api import api_client, assert_problem
 from tests.support.builders import make_form, make_tenant
 from tests.support.dashboard import csrf_of, dashboard_client, sign_in

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from core.http.server import GRACE_SECONDS
 from local.cli import build_parser
-from local.serve import GRACE_SECONDS
 from tests.support.cli import spawn, subprocess_env, terminate, wait_until_serving
 from tests.support.peers import closed_port
 from tests.support.settings import TEST_SECRET_KEY

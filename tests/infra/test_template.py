@@ -118,12 +118,32 @@ def test_template__least_privilege_per_function(transformed: dict[str, Any]) -> 
     submit = _actions(_statements(resources, "SubmitFunctionRole"))
     deliver = _actions(_statements(resources, "DeliverTickFunctionRole"))
     retention = _actions(_statements(resources, "RetentionTickFunctionRole"))
-    assert submit == {"s3:PutObject"}
+    assert submit == {"s3:PutObject", "lambda:InvokeFunction"}
     assert retention == {"s3:DeleteObject"}
     assert _actions(_statements(resources, "DigestTickFunctionRole")) == set()
     assert not any(action.startswith("ses:") for action in submit)
     assert not any(action.startswith("s3:") for action in deliver)
     assert {"ses:SendEmail", "ses:SendRawEmail"} <= deliver
+
+
+def test_template__submit_and_api_wake_only_the_deliver_function(
+    transformed: dict[str, Any],
+) -> None:
+    resources = transformed["Resources"]
+    deliver_arn = {"Fn::GetAtt": ["DeliverTickFunction", "Arn"]}
+    for name in ("SubmitFunction", "ApiFunction"):
+        invokes = [
+            s
+            for s in _statements(resources, f"{name}Role")
+            if "lambda:InvokeFunction" in _actions([s])
+        ]
+        assert [s["Resource"] for s in invokes] == [deliver_arn]
+        variables = resources[name]["Properties"]["Environment"]["Variables"]
+        assert variables["POSTBAG_DELIVER_FUNCTION_NAME"] == {"Ref": "DeliverTickFunction"}
+    for name in ("DeliverTickFunction", "DigestTickFunction", "RetentionTickFunction"):
+        assert "lambda:InvokeFunction" not in _actions(_statements(resources, f"{name}Role"))
+    invoke_config = _of_type(resources, "AWS::Lambda::EventInvokeConfig")
+    assert [c["Properties"]["MaximumRetryAttempts"] for c in invoke_config.values()] == [0]
 
 
 def _handler_names() -> set[str]:

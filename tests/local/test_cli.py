@@ -59,6 +59,27 @@ async def test_create_org__prints_a_key_that_authenticates_and_is_not_stored(
     assert printed["api_key"] not in result.stderr
 
 
+async def test_create_org__defaults_to_self_hosted_outside_the_hosted_service(
+    db_url: str, conn: Conn
+) -> None:
+    self_hosted = postbag(
+        "create-org", "--name", "Ours", "--json", env=subprocess_env(POSTBAG_DATABASE_URL=db_url)
+    )
+    hosted = postbag(
+        "create-org",
+        "--name",
+        "Customer",
+        "--json",
+        env=subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_HOSTED="true"),
+    )
+    assert (self_hosted.returncode, hosted.returncode) == (0, 0), self_hosted.stderr
+    plans = await rows(conn, "SELECT id, plan FROM organizations")
+    assert {row["id"]: row["plan"] for row in plans} == {
+        json.loads(self_hosted.stdout)["organization_id"]: "self_hosted",
+        json.loads(hosted.stdout)["organization_id"]: "free",
+    }
+
+
 async def test_set_plan__changes_the_plan_and_refuses_unknown_orgs(db_url: str, conn: Conn) -> None:
     env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
     created = json.loads(postbag("create-org", "--name", "A", "--json", env=env).stdout)

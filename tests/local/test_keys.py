@@ -55,7 +55,7 @@ async def test_orgs__lists_ids_plans_and_names_oldest_first(db_url: str) -> None
     text = postbag("orgs", env=env)
     assert listed.returncode == 0, listed.stderr
     assert [json.loads(line) for line in listed.stdout.splitlines()] == [
-        {"id": first["organization_id"], "name": "Acme", "plan": "free"},
+        {"id": first["organization_id"], "name": "Acme", "plan": "self_hosted"},
         {"id": second["organization_id"], "name": "Beta Ltd", "plan": "pro"},
     ]
     assert text.stdout.splitlines()[1].split(None, 2) == [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from core.http.server import combined_app
 from core.platform.db import Conn
 from core.platform.services import Services
-from local.runner import combined_app
 from tests.support.builders import make_form, make_tenant
 from tests.support.records import rows
 from tests.support.submit import submit_client

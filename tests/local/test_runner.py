@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.http import protocol
 from core.platform.services import Services
-from local import protocol
 from local.runner import serve
 from tests.local.test_cli import _wait_healthy
 from tests.support.cli import Output, subprocess_env

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.http.server import GRACE_SECONDS
 from core.platform.db import Conn
-from local.serve import GRACE_SECONDS
 from tests.support.api import WEBHOOK, assert_problem
-from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
+from tests.support.builders import make_delivery, make_form, make_route_to, make_tenant, setup_form
 from tests.support.cli import (
     postbag,
     serving,
@@ -118,6 +118,7 @@ async def test_serve__a_serve_only_replica_is_healthy_and_sees_workers_elsewhere
         "stuck_file_deletions": 0,
         "live_workers": 0,
         "replica_worker": None,
+        "replica_worker_heartbeat_age_seconds": None,
     }
     assert beside.status_code == 200
     body = beside.json()
@@ -250,3 +251,36 @@ async def test_serve__sigterm_stops_accepting_and_lets_a_request_in_flight_finis
     assert proc.returncode == 0, out
     assert took < GRACE_SECONDS + 2
     assert len(await rows(conn, "SELECT id FROM submissions")) == 1
+
+
+async def test_serve__links_follow_host_and_port_unless_a_public_url_is_set(
+    db_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    tenant = await make_tenant(conn)
+    form = await make_form(conn, tenant)
+    seen: list[tuple[int, list[dict[str, str]], str]] = []
+    for public in (None, "https://forms.example.com"):
+        env = _env(db_url, tmp_path, **({"POSTBAG_PUBLIC_URL": public} if public else {}))
+        port = closed_port()
+        # Two processes: each reads the address their parent chose.
+        proc = spawn("serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2", env=env)
+        try:
+            wait_until_serving(proc, f"http://127.0.0.1:{port}/health")
+            base = f"http://127.0.0.1:{port}"
+            bodies = [
+                httpx.get(f"{base}/v1/forms/{form}", headers=tenant.headers, timeout=10).json()
+                for _ in range(4)
+            ]
+        finally:
+            code, out, _ = terminate(proc)
+        assert code == 0, out
+        seen.append((port, bodies, out))
+    (port, unset, said), (_, configured, quiet) = seen
+    for body in unset:
+        assert body["submit_url"] == f"http://127.0.0.1:{port}/s/{form}"
+        assert f'action="http://127.0.0.1:{port}/s/{form}"' in body["html_snippet"]
+    assert "POSTBAG_PUBLIC_URL is unset" in said and f"http://127.0.0.1:{port}" in said
+    for body in configured:
+        assert body["submit_url"] == f"https://forms.example.com/s/{form}"
+        assert f'action="https://forms.example.com/s/{form}"' in body["html_snippet"]
+    assert "POSTBAG_PUBLIC_URL is unset" not in quiet

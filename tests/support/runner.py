@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from core.http.server import combined_app
 from core.platform.db import connect
-from local.runner import combined_app
 from tests.support.builders import Tenant, make_form, make_route_to, make_tenant
 from tests.support.databases import create_database, database_url, drop_database
 from tests.support.settings import built_services

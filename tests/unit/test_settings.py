@@ -56,6 +56,8 @@ def test_settings__environment_values_are_parsed(monkeypatch: pytest.MonkeyPatch
         ("POSTBAG_STORAGE_URL", "/tmp/files"),
         ("POSTBAG_TRUSTED_PROXIES", '{"a": 1}'),
         ("POSTBAG_LOG_LEVEL", "LOUD"),
+        ("POSTBAG_HOSTED", "maybe"),
+        ("POSTBAG_DB_POOLER", "pgbouncer"),
     ],
 )
 def test_settings__out_of_range_value_names_the_variable(
@@ -70,8 +72,10 @@ def test_settings__secrets_never_show_in_repr(monkeypatch: pytest.MonkeyPatch) -
     secret = "s3cr3t-" + "q" * 40
     monkeypatch.setenv("POSTBAG_SECRET_KEY", secret)
     monkeypatch.setenv("POSTBAG_SMTP_URL", "smtp://user:hunter2@mail.example.com")
+    monkeypatch.setenv("POSTBAG_METRICS_TOKEN", "scrape-me-not")
     settings = load_settings()
     assert secret not in repr(settings) and "hunter2" not in repr(settings)
+    assert "scrape-me-not" not in repr(settings)
     assert settings.require_secret_key() == secret.encode()
 
 
@@ -118,3 +122,20 @@ def test_development_settings__lists_each_default_it_applies(
     assert development_settings(public_url="http://127.0.0.1:9000")[0].public_url == (
         "http://127.0.0.1:9000"
     )
+
+
+def test_settings__behind_a_transaction_pooler_listen_and_migrate_use_the_direct_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pooled, direct = "postgresql://u@pooler:6432/db", "postgresql://u@db:5432/db"
+    monkeypatch.setenv("POSTBAG_DATABASE_URL", pooled)
+    assert load_settings().transaction_pooler is False  # never guessed from the URL
+    assert (load_settings().listen_url(), load_settings().migration_url()) == (pooled, pooled)
+    monkeypatch.setenv("POSTBAG_DB_POOLER", "transaction")
+    settings = load_settings()
+    assert settings.transaction_pooler is True
+    assert settings.listen_url() is None  # the worker polls
+    with pytest.raises(ConfigError, match=r"^POSTBAG_DIRECT_DATABASE_URL is required to migrate"):
+        settings.migration_url()
+    monkeypatch.setenv("POSTBAG_DIRECT_DATABASE_URL", direct)
+    assert (load_settings().listen_url(), load_settings().migration_url()) == (direct, direct)

@@ -20,7 +20,7 @@ from core.http.dashboard.shared import (
 )
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.outbox import deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
@@ -164,7 +164,7 @@ async def _review(
             refusal={"id": "review", "message": str(exc)},
         )
     if review.deliveries and action is release_submission:
-        await notify_deliveries(services)
+        await wake_deliveries(services)
     return see_other(f"/app/submissions/{submission_id}")
 
 

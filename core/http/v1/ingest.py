@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from core.http.deps import throttled_client
 from core.http.v1.auth import scope_of_key
 from core.http.v1.shared import problems
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.owner.throttle import bad_api_key
 from core.platform.clock import utcnow
 from core.platform.errors import (
@@ -116,7 +116,7 @@ def _answer(outcome: Outcome) -> dict[str, Any]:
 
 def _respond(status: int, body: dict[str, Any], ingested: Ingested, request: Request) -> Any:
     services = _services(request)
-    background = BackgroundTask(notify_deliveries, services) if ingested.deliveries else None
+    background = BackgroundTask(wake_deliveries, services) if ingested.deliveries else None
     return JSONResponse(body, status_code=status, background=background)
 
 

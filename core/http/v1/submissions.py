@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
-from core.intake.wakeup import notify_deliveries
+from core.intake.wakeup import wake_deliveries
 from core.platform.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -138,7 +138,7 @@ async def submissions_release(
     async with services.db.scoped(scope) as conn:
         review = await release_submission(conn, scope, submission_id, now=now)
     if review.deliveries:
-        await notify_deliveries(services)
+        await wake_deliveries(services)
     async with services.db.scoped(scope) as conn:
         return await get_submission(conn, scope, submission_id, now=now)
 

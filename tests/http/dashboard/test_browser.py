@@ -28,12 +28,12 @@ import pytest
 import uvicorn
 
 from core.destinations.http import close_shared_client
+from core.http.server import combined_app
 from core.platform.clock import utcnow
 from core.platform.db import connect
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
-from local.runner import combined_app
 from tests.support.builders import make_tenant
 from tests.support.peers import closed_port, receiver, status
 from tests.support.settings import TEST_SECRET_KEY

@@ -15,8 +15,8 @@ from core.outbox.worker import WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from core.ticks.worker import Worker
 from local.cli import build_parser
-from local.worker import Worker
 from tests.support.builders import (
     Tenant,
     make_deliveries,

@@ -1,4 +1,4 @@
-"""The local server's HTTP protocol: uvicorn's httptools protocol with a header-read timeout.
+"""The production HTTP protocol: uvicorn's httptools protocol with a header-read timeout.
 
 uvicorn closes an idle keep-alive connection after `timeout_keep_alive`, but it waits
 forever for a request's head: a client sending its headers a byte at a time (slowloris)
