@@ -66,6 +66,10 @@ class Settings:
     trusted_proxies: list[str] = field(default_factory=list)
     db_pool_max: int = 10
     db_connect_timeout: float = 5.0
+    # What one serving process lets clients hold (core/http/protocol.py, core/intake/body.py).
+    request_timeout: float = 30.0
+    max_connections: int = 1000
+    upload_spool_mb: int = 256
     deliver_loop_seconds: int = 0
     log_level: LogLevel = "INFO"
 
@@ -203,6 +207,9 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "trusted_proxies": _address_list,
     "db_pool_max": _integer(1, 100),
     "db_connect_timeout": _seconds,
+    "request_timeout": _seconds,
+    "max_connections": _integer(1, 1_000_000),
+    "upload_spool_mb": _integer(1, 1_048_576),
     "deliver_loop_seconds": _integer(0, 840),
     "log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR"),
 }
