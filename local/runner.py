@@ -12,11 +12,11 @@ import uvicorn
 
 from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
+from core.http.protocol import GuardedProtocol, prepare_serving
 from core.http.submit_app import create_submit_app
 from core.platform.services import Services
 from core.schemas.checker import close_schema_checker
 from core.ticks.registry import worker_name
-from local.protocol import HeaderTimeoutProtocol
 from local.worker import Worker, worker_services
 
 ASGIApp = Callable[
@@ -76,7 +76,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         host=host,
         port=port,
         lifespan="off",
-        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
+        http=GuardedProtocol,  # httptools with request deadlines and a connection cap
         # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES,
         # `core.intake.visitor`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
         proxy_headers=False,
@@ -84,6 +84,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         access_log=False,
     )
     server = uvicorn.Server(config)
+    prepare_serving()
     settle_heap()
     running = asyncio.create_task(worker.run()) if worker is not None else None
     try:

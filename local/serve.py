@@ -21,11 +21,11 @@ from typing import Any
 import uvicorn
 
 from core.destinations.http import close_shared_client
+from core.http.protocol import GuardedProtocol, prepare_serving
 from core.platform.logs import configure_logging
 from core.platform.services import Services
 from core.platform.settings import production_settings
 from core.schemas.checker import close_schema_checker
-from local.protocol import HeaderTimeoutProtocol
 from local.runner import combined_app, settle_heap
 from local.worker import positive
 
@@ -94,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
     """Check the settings (a ConfigError names what is missing), then serve until SIGTERM."""
     settings = production_settings()
     _logging(settings.log_level)
+    prepare_serving()
     # A single-process uvicorn raises the stopping signal again once it has shut down; a
     # graceful stop is a clean exit, so the signal then finds nothing left to do.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         loop="uvloop",
-        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
+        http=GuardedProtocol,  # httptools with request deadlines and a connection cap
         lifespan="on",
         # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES).
         proxy_headers=False,
