@@ -27,7 +27,7 @@ from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 
 PAGE_ROWS = 500
-PAGE_BYTES = 4 * 1024 * 1024
+PAGE_BYTES = 1024 * 1024
 
 # A spreadsheet treats a cell starting with one of these as a formula.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from core.platform.db import Conn
 from core.platform.ids import new_id
 from tests.support.builders import make_form, make_tenant
 from tests.support.cli import serving_process, subprocess_env
-from tests.support.hostile import health_watch, settled
+from tests.support.hostile import SlowReader, health_watch, settled
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY
 
@@ -27,40 +26,6 @@ pytestmark = pytest.mark.slow
 READERS = 12
 SUBMISSIONS = 2000
 HEALTH_BOUND = 1.0
-
-
-class SlowReader:
-    """A client of the export with a 64 KB receive buffer that reads its first bytes, then
-    nothing until `finish`."""
-
-    def __init__(self, base: str, key: str, form: str) -> None:
-        transport = httpx.AsyncHTTPTransport(
-            socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)]
-        )
-        self.client = httpx.AsyncClient(
-            base_url=base,
-            transport=transport,
-            timeout=120,
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        self.form = form
-        self.text = ""
-
-    async def begin(self) -> None:
-        request = self.client.build_request(
-            "GET", "/v1/submissions/export.csv", params={"form": self.form}
-        )
-        self.response = await self.client.send(request, stream=True)
-        assert self.response.status_code == 200
-        self.chunks = self.response.aiter_text()
-        self.text = await anext(self.chunks)
-
-    async def finish(self) -> str:
-        async for chunk in self.chunks:
-            self.text += chunk
-        await self.response.aclose()
-        await self.client.aclose()
-        return self.text
 
 
 async def test_slow_exports__twelve_stalled_readers_hold_no_connection(

@@ -1,11 +1,13 @@
 """Watching a server while it is attacked: `/health` polled from a client of its own, and
-the server process's resident memory sampled meanwhile (from /proc)."""
+the server process's resident memory sampled meanwhile (from /proc); a slow reader of a
+CSV export."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -94,3 +96,38 @@ async def health_watch(
         await task
         if pid is not None:
             watch.rss_after = rss_bytes(pid)
+
+
+class SlowReader:
+    """A client of a form's CSV export with a 64 KB receive buffer that reads its first
+    bytes (`begin`), then nothing until `finish`: the server's writes to it block."""
+
+    def __init__(self, base: str, key: str, form: str) -> None:
+        transport = httpx.AsyncHTTPTransport(
+            socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)]
+        )
+        self.client = httpx.AsyncClient(
+            base_url=base,
+            transport=transport,
+            timeout=300,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        self.form = form
+        self.text = ""
+
+    async def begin(self) -> None:
+        request = self.client.build_request(
+            "GET", "/v1/submissions/export.csv", params={"form": self.form}
+        )
+        self.response = await self.client.send(request, stream=True)
+        assert self.response.status_code == 200, self.response.status_code
+        self.chunks = self.response.aiter_text()
+        self.text = await anext(self.chunks)
+
+    async def finish(self) -> str:
+        """The whole export, read to its end."""
+        async for chunk in self.chunks:
+            self.text += chunk
+        await self.response.aclose()
+        await self.client.aclose()
+        return self.text
