@@ -7,8 +7,10 @@ what the attack itself left (bytes stored, spooled, logged; answers).
     .venv/bin/python tests/bench/hostile.py \\
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres [--only slow_bodies,...]
 
-Each attack is one function of ATTACKS: (context) -> its own figures. Not a test: the
-figures depend on the machine. The "before" column of the closing note is issue 27's.
+Each attack is one function of ATTACKS: (context) -> its own figures. The first row is
+the same server unattacked for 5 s: each attack's `/health` stall is also printed as a
+ratio of that one (`health_vs_idle`). Not a test: the figures depend on the machine. The
+"before" figures are issue 27's, measured on an earlier main.
 """
 
 from __future__ import annotations
@@ -122,7 +124,9 @@ def _database_bytes(db_url: str) -> int:
     return int(row[0])
 
 
-async def _template_attack(bench: Bench, type_: str, config: dict[str, Any], secret: str | None):
+async def _template_attack(
+    bench: Bench, type_: str, config: dict[str, Any], secret: str | None
+) -> dict[str, Any]:
     form = await _form(bench, f"Template {type_}")
     await _route(bench, form, type_, config, secret, TEMPLATE)
     logged = bench.log.stat().st_size
@@ -271,7 +275,7 @@ async def slow_bodies(bench: Bench) -> dict[str, Any]:
         if second in (5, 20):
             try:
                 newcomer.append(
-                    (await _post(bench.base, bench.bystander_form, {"n": 1})).status_code
+                    (await _post(bench.base, bench.bystander_form, {"n": -second})).status_code
                 )
             except httpx.TransportError as exc:
                 newcomer.append(type(exc).__name__)
@@ -350,7 +354,9 @@ ATTACKS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
 }
 
 
-async def _bystander(bench: Bench, done: asyncio.Event, waits: list[float], codes: set[str]):
+async def _bystander(
+    bench: Bench, done: asyncio.Event, waits: list[float], codes: set[str]
+) -> None:
     """Another organization posting once a second on new connections until `done`."""
     while not done.is_set():
         started = time.monotonic()
@@ -363,17 +369,26 @@ async def _bystander(bench: Bench, done: asyncio.Event, waits: list[float], code
         await asyncio.sleep(1)
 
 
+async def idle(_bench: Bench) -> dict[str, Any]:
+    """No attack, for 5 s: the reference each attack's stall is a ratio of."""
+    await asyncio.sleep(5)
+    return {}
+
+
 async def run(bench: Bench, names: list[str]) -> None:
-    for name in names:
+    reference = 0.0
+    for name in ["idle", *names]:
         done, waits, codes = asyncio.Event(), list[float](), set[str]()
         async with health_watch(bench.base, pid=bench.pid, fresh=True) as watch:
             posting = asyncio.create_task(_bystander(bench, done, waits, codes))
-            found = await ATTACKS[name](bench)
+            found = await (idle if name == "idle" else ATTACKS[name])(bench)
             done.set()
             await posting
+        reference = reference or watch.stall
         row = {
             "attack": name,
             "health_max_s": round(watch.stall, 3),
+            "health_vs_idle": round(watch.stall / reference, 1),
             "health_not_200": sum(1 for s in watch.statuses if s != 200),
             "bystander_max_s": round(max(waits, default=0), 3),
             "bystander_answers": sorted(codes),
