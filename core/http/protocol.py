@@ -175,6 +175,8 @@ class GuardedProtocol(HttpToolsProtocol):
         if len(self.connections) > limits.max_connections + HEALTH_RESERVE:
             transport.write(_OVER_CAPACITY)
             transport.close()
+            # Refused: no longer counted, though its closing finishes a little later.
+            self.connections.discard(self)
             return
         self._arm()
 
@@ -190,6 +192,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm_head()
         if len(self.connections) > client_limits().max_connections and not self._asks_health():
             self.app = _REFUSE_OVER_CAPACITY
+            self.connections.discard(self)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
