@@ -31,6 +31,9 @@ RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin post
 USER postbag
 
 EXPOSE 8080
+# `serve` raises its soft open-files limit to the hard one at start and fits its connection
+# cap (POSTBAG_MAX_CONNECTIONS) under it: give the container a hard limit of at least a few
+# thousand (`docker run --ulimit nofile=65536:65536`, docs/self-host.md#limits-on-clients).
 # `postbag serve` answers /health; a worker has no HTTP (its health shows in any serve
 # replica's /health as `live_workers`), so its deployments turn this check off.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \

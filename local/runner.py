@@ -9,7 +9,7 @@ from dataclasses import replace
 import uvicorn
 
 from core.destinations.http import close_shared_client
-from core.http.protocol import HeaderTimeoutProtocol
+from core.http.protocol import GuardedProtocol, prepare_serving
 from core.http.server import combined_app, settle_heap
 from core.platform.services import Services
 from core.schemas.checker import close_schema_checker
@@ -33,7 +33,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         host=host,
         port=port,
         lifespan="off",
-        http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
+        http=GuardedProtocol,  # httptools with request deadlines and a connection cap
         # Postbag decides itself whom to believe for X-Forwarded-For (POSTBAG_TRUSTED_PROXIES,
         # `core.intake.visitor`); uvicorn's own rewriting would trust 127.0.0.1 regardless.
         proxy_headers=False,
@@ -41,6 +41,7 @@ async def serve(services: Services, *, host: str, port: int, ticks: bool = True)
         access_log=False,
     )
     server = uvicorn.Server(config)
+    prepare_serving()
     settle_heap()
     running = asyncio.create_task(worker.run()) if worker is not None else None
     try:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.http.problems import install_problem_handlers, problem
-from core.http.protocol import HeaderTimeoutProtocol
+from core.http.protocol import GuardedProtocol
 from core.platform.clock import utcnow
 from core.platform.metrics import Scrape
 from core.platform.services import Services
@@ -76,7 +76,7 @@ async def serve_metrics(services: Services, *, host: str, port: int) -> AsyncIte
             host=host,
             port=port,
             lifespan="off",
-            http=HeaderTimeoutProtocol,
+            http=GuardedProtocol,
             proxy_headers=False,
             server_header=False,
             log_config=None,

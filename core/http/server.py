@@ -25,7 +25,7 @@ import uvicorn
 from core.destinations.http import close_shared_client
 from core.http.api_app import create_api_app
 from core.http.metrics import create_metrics_app
-from core.http.protocol import HeaderTimeoutProtocol
+from core.http.protocol import GuardedProtocol, prepare_serving
 from core.http.submit_app import create_submit_app
 from core.platform import metrics
 from core.platform.logs import configure_logging
@@ -126,6 +126,7 @@ def run_server(*, host: str, port: int, workers: int) -> None:
     # graceful stop is a clean exit, so the signal then finds nothing left to do.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
+    prepare_serving()
     shared = None
     if workers > 1 and not os.environ.get(metrics.MULTIPROCESS_DIRECTORY):
         # Each process keeps its metrics in files here; any of them answers for all.
@@ -139,7 +140,7 @@ def run_server(*, host: str, port: int, workers: int) -> None:
             port=port,
             workers=workers,
             loop="uvloop",
-            http=HeaderTimeoutProtocol,  # httptools with a header-read timeout
+            http=GuardedProtocol,  # httptools with request deadlines and a connection cap
             lifespan="on",
             # Postbag decides itself whom to believe for X-Forwarded-For
             # (POSTBAG_TRUSTED_PROXIES).

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -221,18 +221,25 @@ def _mb(size: int) -> str:
 
 
 async def check_files(
-    files: list[UploadedFile], file_fields: Mapping[str, Mapping[str, Any]]
+    files: list[UploadedFile],
+    file_fields: Mapping[str, Mapping[str, Any]],
+    unwanted: Sequence[str] = (),
 ) -> list[CheckedFile]:
     """`check_files_now` in a worker thread: sniffing must not hold up the event loop."""
     if not files:
-        return check_files_now(files, file_fields)  # only "a file is required" to check
-    return await anyio.to_thread.run_sync(check_files_now, files, file_fields)
+        # Only "a file is required" and the unwanted files to tell.
+        return check_files_now(files, file_fields, unwanted)
+    return await anyio.to_thread.run_sync(check_files_now, files, file_fields, unwanted)
 
 
 def check_files_now(
-    files: list[UploadedFile], file_fields: Mapping[str, Mapping[str, Any]]
+    files: list[UploadedFile],
+    file_fields: Mapping[str, Mapping[str, Any]],
+    unwanted: Sequence[str] = (),
 ) -> list[CheckedFile]:
-    """Apply the form's per-field rules; every problem becomes one field error (422)."""
+    """Apply the form's per-field rules to the files of its file fields, and refuse the
+    files sent to other fields (`unwanted`, never spooled); every problem becomes one field
+    error (422)."""
     rules = {name: FieldRule.from_json(raw) for name, raw in file_fields.items()}
     errors: list[dict[str, str]] = []
     checked: list[CheckedFile] = []
@@ -241,11 +248,10 @@ def check_files_now(
     def fail(field: str, message: str) -> None:
         errors.append({"field": field, "message": message})
 
+    for name in unwanted:
+        fail(name, "this field does not take files")
     for upload in files:
-        rule = rules.get(upload.field)
-        if rule is None:
-            fail(upload.field, "this field does not take files")
-            continue
+        rule = rules[upload.field]
         per_field[upload.field] = per_field.get(upload.field, 0) + 1
         if per_field[upload.field] == rule.max_files + 1:
             fail(upload.field, f"at most {rule.max_files} file(s)")
@@ -272,7 +278,7 @@ def check_files_now(
     for name, rule in rules.items():
         if rule.required and per_field.get(name, 0) == 0:
             fail(name, "a file is required")
-    if len(files) > MAX_FILES:
+    if len(files) + len(unwanted) > MAX_FILES:
         fail("_files", f"at most {MAX_FILES} files per submission")
     if sum(f.size for f in files) > MAX_FILES_BYTES:
         fail("_files", f"at most {_mb(MAX_FILES_BYTES)} of files per submission")

@@ -7,7 +7,12 @@ body at most 10 MiB + 256 KB. What was read must then be storable as it is
 most 32 levels, 200 fields and names of 256 characters; otherwise nothing is kept.
 Each uploaded file is spooled to its own temporary file as it arrives (never more than a
 chunk of it in memory); a file over the per-file maximum stops being written and is only
-counted, so it can be refused with a field error.
+counted, so it can be refused with a field error. Only a form's file fields are spooled: a
+file in any other field is only counted and named in `ParsedBody.unwanted` (refused with
+"this field does not take files"), so a form without file fields never writes a byte to
+disk (a browser's empty file input, no name and no bytes, is dropped). All the bodies of one
+process hold at most `POSTBAG_UPLOAD_SPOOL_MB` (default 256) of spooled files at once;
+a chunk past that is refused `503 unavailable` (`Retry-After`), nothing kept.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -23,7 +28,12 @@ from urllib.parse import parse_qsl
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from core.platform.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
+from core.platform.errors import (
+    MalformedBody,
+    PayloadTooLarge,
+    Unavailable,
+    UnsupportedMediaType,
+)
 from core.platform.values import check_field_count, check_storable, load_json
 
 MAX_FIELDS_BYTES = 256 * 1024
@@ -35,6 +45,25 @@ MAX_FILE_PARTS = 20  # beyond the 5 a submission may hold, reading stops
 URLENCODED = "application/x-www-form-urlencoded"
 MULTIPART = "multipart/form-data"
 JSON = "application/json"
+
+
+class SpoolBudget:
+    """The bytes of uploads spooled to disk in this process at once."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, size: int, limit: int) -> None:
+        """Count `size` more bytes, or refuse them (Unavailable) past `limit`."""
+        if self.used + size > limit:
+            raise Unavailable("too many uploads at once; try again shortly")
+        self.used += size
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+
+
+SPOOLED = SpoolBudget()
 
 
 @dataclass(slots=True)
@@ -52,18 +81,23 @@ class UploadedFile:
 
 @dataclass(slots=True)
 class ParsedBody:
-    """The fields of a body (repeated names as lists) and its spooled files."""
+    """The fields of a body (repeated names as lists), its spooled files, and the fields
+    that sent a file without taking files (`unwanted`, nothing of it kept)."""
 
     fields: dict[str, Any]
     files: list[UploadedFile] = field(default_factory=list)
+    unwanted: list[str] = field(default_factory=list)
     is_json: bool = False
     spool: Path | None = None
+    spooled: int = 0
 
     def cleanup(self) -> None:
-        """Remove the spooled files."""
+        """Remove the spooled files (and give their bytes back to the process's budget)."""
         if self.spool is not None:
             shutil.rmtree(self.spool, ignore_errors=True)
             self.spool = None
+        SPOOLED.give_back(self.spooled)
+        self.spooled = 0
 
 
 def _add(fields: dict[str, Any], name: str, value: Any) -> None:
@@ -91,9 +125,16 @@ def media_type(content_type: str | None) -> tuple[str, dict[bytes, bytes]]:
 
 
 async def parse_body(
-    content_type: str | None, content_length: str | None, stream: AsyncIterator[bytes]
+    content_type: str | None,
+    content_length: str | None,
+    stream: AsyncIterator[bytes],
+    *,
+    file_fields: Collection[str],
+    spool_limit: int,
 ) -> ParsedBody:
-    """Parse a submit body; raises UnsupportedMediaType, PayloadTooLarge or MalformedBody."""
+    """Parse a submit body, spooling only files of `file_fields` (at most `spool_limit`
+    bytes spooled in the process at once); raises UnsupportedMediaType, PayloadTooLarge,
+    MalformedBody, InvalidAttachment or Unavailable."""
     kind, params = media_type(content_type)
     if kind not in (URLENCODED, MULTIPART, JSON):
         raise UnsupportedMediaType(
@@ -115,7 +156,7 @@ async def parse_body(
         boundary = params.get(b"boundary")
         if not boundary:
             raise MalformedBody("multipart body without a boundary")
-        body = await _MultipartReader(boundary).read(stream)
+        body = await _MultipartReader(boundary, file_fields, spool_limit).read(stream)
     try:
         _check_storable(body)
     except BaseException:
@@ -153,11 +194,15 @@ def _parse_urlencoded(raw: bytes) -> ParsedBody:
 class _MultipartReader:
     """python-multipart callbacks that keep fields in memory and spool files to disk."""
 
-    def __init__(self, boundary: bytes) -> None:
+    def __init__(self, boundary: bytes, file_fields: Collection[str], spool_limit: int) -> None:
         self.boundary = boundary
+        self.file_fields = file_fields
+        self.spool_limit = spool_limit
         self.fields: dict[str, Any] = {}
         self.files: list[UploadedFile] = []
+        self.unwanted: list[str] = []
         self.spool: Path | None = None
+        self.spooled = 0
         self.fields_bytes = 0
         self.body_bytes = 0
         self.error: Exception | None = None
@@ -170,6 +215,9 @@ class _MultipartReader:
         self._digest: Any = None
         self._value = bytearray()
         self._ended = False
+        # A file part in a field that takes no files, and whether it had a name or bytes.
+        self._unwanted = False
+        self._unwanted_seen = False
 
     async def read(self, stream: AsyncIterator[bytes]) -> ParsedBody:
         parser = MultipartParser(
@@ -185,7 +233,7 @@ class _MultipartReader:
                 "on_end": self._on_end,
             },
         )
-        body = ParsedBody(fields=self.fields, files=self.files)
+        body = ParsedBody(fields=self.fields, files=self.files, unwanted=self.unwanted)
         try:
             async for chunk in stream:
                 self.body_bytes += len(chunk)
@@ -206,10 +254,10 @@ class _MultipartReader:
                 raise MalformedBody("the multipart body ends before its closing boundary")
         except BaseException:
             self._close_file()
-            body.spool = self.spool
+            body.spool, body.spooled = self.spool, self.spooled
             body.cleanup()
             raise
-        body.spool = self.spool
+        body.spool, body.spooled = self.spool, self.spooled
         return body
 
     def _on_end(self) -> None:
@@ -224,6 +272,7 @@ class _MultipartReader:
         self._headers = {}
         self._name = None
         self._file = None
+        self._unwanted = False
         self._value = bytearray()
 
     def _on_header_field(self, data: bytes, start: int, end: int) -> None:
@@ -253,8 +302,13 @@ class _MultipartReader:
         self.fields_bytes += len(name.encode())
         if filename is None:
             return
-        if len(self.files) >= MAX_FILE_PARTS:
+        if len(self.files) + len(self.unwanted) >= MAX_FILE_PARTS:
             self._fail(PayloadTooLarge(f"more than {MAX_FILE_PARTS} files"))
+        if name not in self.file_fields:
+            # Counted, never kept; named at its end unless it is an empty file input.
+            self._unwanted = True
+            self._unwanted_seen = filename != ""
+            return
         if self.spool is None:
             self.spool = Path(tempfile.mkdtemp(prefix="postbag-upload-"))
         declared = self._headers.get("content-type")
@@ -269,6 +323,9 @@ class _MultipartReader:
 
     def _on_part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
+        if self._unwanted:
+            self._unwanted_seen = self._unwanted_seen or bool(chunk)
+            return
         if self._file is None:
             self.fields_bytes += len(chunk)
             if self.fields_bytes > MAX_FIELDS_BYTES:
@@ -282,6 +339,11 @@ class _MultipartReader:
             self._close_file()
             return
         assert self._handle is not None
+        try:
+            SPOOLED.take(len(chunk), self.spool_limit)
+        except Unavailable as exc:
+            self._fail(exc)
+        self.spooled += len(chunk)
         self._handle.write(chunk)
         self._digest.update(chunk)
 
@@ -293,6 +355,11 @@ class _MultipartReader:
     def _on_part_end(self) -> None:
         if self._name is None:
             self._fail(MalformedBody("a multipart part has no name"))
+            return
+        if self._unwanted:
+            if self._unwanted_seen:
+                self.unwanted.append(self._name)
+            self._name = None
             return
         if self._file is not None:
             self._close_file()

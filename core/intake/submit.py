@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from core.intake.attachments import check_files
-from core.intake.body import ParsedBody, UploadedFile, parse_body
+from core.intake.body import MULTIPART, ParsedBody, UploadedFile, media_type, parse_body
 from core.intake.checks import decide_status
 from core.intake.files import store_files
 from core.intake.form import Form, forget_form, fresh_form
@@ -71,7 +71,17 @@ async def submit(
     services: Services, form: Form, request: SubmitRequest, *, now: datetime
 ) -> Receipt:
     """Parse, check and store one submission; the caller answers and then notifies."""
-    body = await parse_body(request.content_type, request.content_length, request.body)
+    if form.kept and media_type(request.content_type)[0] == MULTIPART:
+        # Only the form's file fields are spooled, and a kept form has none: a field may
+        # have been added since it was read. Read it now, before the body.
+        form = await fresh_form(services, form.id, client=request.client, now=now)
+    body = await parse_body(
+        request.content_type,
+        request.content_length,
+        request.body,
+        file_fields=form.file_fields.keys(),
+        spool_limit=services.settings.upload_spool_mb * 1024 * 1024,
+    )
     try:
         return await _submit_parsed(services, form, request, body, now=now)
     finally:
@@ -81,10 +91,6 @@ async def submit(
 async def _submit_parsed(
     services: Services, form: Form, request: SubmitRequest, body: ParsedBody, *, now: datetime
 ) -> Receipt:
-    if form.kept and body.files:
-        # A kept form has no file fields; one may have been added since it was read, and
-        # the files are checked (and may be refused) before the insert could tell.
-        form = await fresh_form(services, form.id, client=request.client, now=now)
     key = _idempotency_key(request, body.fields)
     hashed = payload_hash(body.fields, body.files)
     while True:
@@ -124,7 +130,7 @@ async def _attempt(
     # A file field never holds a text value (a browser's empty file input, a stray field).
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
-    files = await check_files(body.files, form.file_fields) if form.accepting else []
+    files = await check_files(body.files, form.file_fields, body.unwanted) if form.accepting else []
     if not form.accepting:
         # A repeat of what was accepted before closing still gets its receipt.
         async with services.db.connection() as conn:

@@ -71,6 +71,10 @@ class Settings:
     direct_database_url: str | None = None
     db_pool_max: int = 10
     db_connect_timeout: float = 5.0
+    # What one serving process lets clients hold (core/http/protocol.py, core/intake/body.py).
+    request_timeout: float = 30.0
+    max_connections: int = 1000
+    upload_spool_mb: int = 256
     deliver_loop_seconds: int = 0
     log_level: LogLevel = "INFO"
     # The cloud's deliver function, which the submit path wakes after a commit
@@ -244,6 +248,9 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "direct_database_url": _optional_text,
     "db_pool_max": _integer(1, 100),
     "db_connect_timeout": _seconds,
+    "request_timeout": _seconds,
+    "max_connections": _integer(1, 1_000_000),
+    "upload_spool_mb": _integer(1, 1_048_576),
     "deliver_loop_seconds": _integer(0, 840),
     "log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR"),
     "deliver_function_name": _optional_text,

@@ -220,11 +220,33 @@ SELECT k.key
  WHERE f.id = %(form_id)s AND f.organization_id = %(organization_id)s
  ORDER BY k.part, k.n
 
--- name: export_rows
--- The form's submissions for the CSV export, oldest first (values only while readable, as
+-- name: export_page
+-- One page of the form's CSV export, oldest first: the submissions after the keyset
+-- (`after_at`, `after_id`) received by `until` (the export's start), at most `limit` rows
+-- and, past the first, no more than `max_bytes` of values (values only while readable, as
 -- JSON text: the export decodes them in its worker thread, off the event loop).
-SELECT id, status, reason, flags, received_at,
-       CASE WHEN erase_at IS NULL OR erase_at > %(now)s THEN "values"::text END AS "values"
-  FROM submissions
- WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+WITH page AS (
+    SELECT id, status, reason, flags, received_at,
+           CASE WHEN erase_at IS NULL OR erase_at > %(now)s THEN "values"::text END AS "values"
+      FROM submissions
+     WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+       AND received_at <= %(until)s
+       AND (received_at, id) > (%(after_at)s, %(after_id)s)
+     ORDER BY received_at, id
+     LIMIT %(limit)s
+), sized AS (
+    SELECT page.*,
+           sum(coalesce(octet_length("values"), 0)) OVER (ORDER BY received_at, id)
+             - coalesce(octet_length("values"), 0) AS bytes_before
+      FROM page
+)
+SELECT id, status, reason, flags, received_at, "values"
+  FROM sized
+ WHERE bytes_before < %(max_bytes)s
  ORDER BY received_at, id
+
+-- name: export_after
+-- Where an export resumes: the arrival of the form's submission `id` (none: not this form's).
+SELECT received_at
+  FROM submissions
+ WHERE id = %(id)s AND form_id = %(form_id)s AND organization_id = %(organization_id)s

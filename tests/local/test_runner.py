@@ -146,7 +146,7 @@ async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
 async def test_runner__slow_header_connection_is_closed(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(protocol, "HEADER_READ_TIMEOUT", 0.5)
+    monkeypatch.setattr(protocol, "HEAD_TIMEOUT", 0.5)
     port = free_port()
     server = asyncio.create_task(serve(services, host="127.0.0.1", port=port, ticks=False))
     try:

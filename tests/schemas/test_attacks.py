@@ -5,9 +5,6 @@ a 500), and the server keeps answering everyone else."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ import pytest
 from core.platform.db import Conn
 from tests.support.builders import add_schema, setup_form
 from tests.support.cli import serving, subprocess_env
+from tests.support.hostile import health_watch
 from tests.support.records import rows
 from tests.support.schemas import ref_pairs
 from tests.support.settings import TEST_SECRET_KEY
@@ -56,28 +54,6 @@ ATTACKS: list[tuple[str, dict[str, Any], dict[str, Any], int, str]] = [
 ]
 
 
-@contextlib.asynccontextmanager
-async def health_watch(base: str) -> AsyncIterator[list[float]]:
-    """Poll `/health` from a client of its own until the block ends; yields each wait."""
-    waits: list[float] = []
-    done = asyncio.Event()
-
-    async def poll() -> None:
-        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
-            while not done.is_set():
-                started = time.monotonic()
-                await client.get("/health")
-                waits.append(time.monotonic() - started)
-                await asyncio.sleep(0.05)
-
-    task = asyncio.create_task(poll())
-    try:
-        yield waits
-    finally:
-        done.set()
-        await task
-
-
 @pytest.mark.parametrize(
     ("schema", "values", "posts", "reason"),
     [attack[1:] for attack in ATTACKS],
@@ -103,7 +79,7 @@ async def test_attack__posts_end_with_a_status_and_health_keeps_answering(
         async with httpx.AsyncClient(base_url=base, timeout=60) as client:
             warm = await client.post(f"/s/{form}", json={"warm": "up"})  # starts the children
             assert warm.status_code == 201, warm.text
-            async with health_watch(base) as waits:
+            async with health_watch(base) as watch:
                 answers = await asyncio.gather(
                     *(
                         client.post(
@@ -119,5 +95,5 @@ async def test_attack__posts_end_with_a_status_and_health_keeps_answering(
         conn, "SELECT status, reason FROM submissions WHERE NOT (\"values\" ? 'warm')"
     )
     assert stored == [{"status": "quarantined", "reason": reason}] * posts
-    assert waits, "the health poll never got an answer"
-    assert max(waits) < HEALTH_BOUND, waits
+    assert watch.waits, "the health poll never got an answer"
+    assert watch.stall < HEALTH_BOUND, watch.waits

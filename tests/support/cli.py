@@ -4,6 +4,7 @@ to completion, or as a server or worker stopped by SIGTERM."""
 from __future__ import annotations
 
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -61,8 +62,17 @@ class Output:
         return self._seen.decode(errors="replace")
 
 
-def spawn(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[str]:
-    """Start `postbag <args>` (a server or a worker); stdout and stderr go to one pipe."""
+def spawn(
+    *args: str, env: dict[str, str], cwd: Path | None = None, open_files: int | None = None
+) -> subprocess.Popen[str]:
+    """Start `postbag <args>` (a server or a worker); stdout and stderr go to one pipe.
+    `open_files` starts it with that soft limit of open files."""
+
+    def lower_open_files() -> None:
+        assert open_files is not None
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
+
     return subprocess.Popen(
         [sys.executable, "-m", "local.cli", *args],
         env=env,
@@ -70,6 +80,7 @@ def spawn(*args: str, env: dict[str, str], cwd: Path | None = None) -> subproces
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=lower_open_files if open_files is not None else None,
     )
 
 
@@ -96,14 +107,25 @@ def terminate(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, st
 
 
 @contextmanager
-def serving(env: dict[str, str], *args: str) -> Iterator[str]:
-    """`postbag serve` on a free port until the block ends; its base URL."""
+def serving_process(
+    env: dict[str, str], *args: str, open_files: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`postbag serve` on a free port until the block ends; its base URL and process."""
     port = closed_port()
-    proc = spawn("serve", "--host", "127.0.0.1", "--port", str(port), *args, env=env)
+    proc = spawn(
+        "serve", "--host", "127.0.0.1", "--port", str(port), *args, env=env, open_files=open_files
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(proc, base + "/health")
-        yield base
+        yield base, proc
     finally:
         code, out, _ = terminate(proc)
         assert code == 0, out
+
+
+@contextmanager
+def serving(env: dict[str, str], *args: str) -> Iterator[str]:
+    """`postbag serve` on a free port until the block ends; its base URL."""
+    with serving_process(env, *args) as (base, _proc):
+        yield base

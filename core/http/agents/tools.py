@@ -6,8 +6,6 @@ problem `code` (`not_found: …`). Outputs are the `/v1` models, so each tool pu
 answer's JSON schema and returns it as structured content.
 """
 
-import csv
-import io
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -69,14 +67,56 @@ Cursor = Annotated[
     str | None, Field(description="`next_cursor` of the previous page", max_length=512)
 ]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="page size")]
+# An export page: a row holds at most the 256 KB of a submission's values (doubled quotes
+# included, 512 KB), so a page reads at most 25 MB and answers about 1 MB.
+MAX_EXPORT_ROWS = 50
+EXPORT_PAGE_CHARS = 1_000_000
+
+
+ExportLimit = Annotated[
+    int, Field(ge=1, le=MAX_EXPORT_ROWS, description="rows at most in this page")
+]
 
 
 class Export(BaseModel):
-    """A form's submissions as CSV: one row per submission, one column per field seen."""
+    """A page of a form's submissions as CSV: one row per submission, one column per field."""
 
     form: str
-    rows: int = Field(description="submissions in the CSV")
+    rows: int = Field(description="submissions in this page's CSV")
     csv: str
+    next_after: str | None = Field(
+        description="pass as `after` for the next page; none when this page is the last"
+    )
+
+
+def csv_records(text: str) -> list[str]:
+    """The records of CSV text as `csv.writer` writes them, each with its CRLF: a record
+    ends at a line break after an even number of quotes (a quoted line break stays inside
+    its value). No field size limit, unlike `csv.reader`'s 131,072 characters."""
+    records: list[str] = []
+    start = scanned = quotes = 0
+    while (end := text.find("\r\n", scanned)) >= 0:
+        quotes += text.count('"', scanned, end)
+        scanned = end + 2
+        if quotes % 2 == 0:
+            records.append(text[start:scanned])
+            start, quotes = scanned, 0
+    return records
+
+
+def export_page(form_id: str, text: str, limit: int) -> Export:
+    """The first `limit` rows of an export (its text asked for one more, to tell whether
+    more follow), cut sooner past EXPORT_PAGE_CHARS (never below one row)."""
+    head, *records = csv_records(text)
+    kept: list[str] = []
+    size = len(head)
+    for record in records[:limit]:
+        if kept and size + len(record) > EXPORT_PAGE_CHARS:
+            break
+        kept.append(record)
+        size += len(record)
+    last = kept[-1].split(",", 1)[0] if kept and len(kept) < len(records) else None
+    return Export(form=form_id, rows=len(kept), csv=head + "".join(kept), next_after=last)
 
 
 def build_server(api: Callable[[], ApiClient]) -> MCPServer:
@@ -160,14 +200,17 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         return found
 
     @server.tool(annotations=READ)
-    async def export_submissions(form_id: FormId) -> Export:
-        """A form's submissions as CSV text (formula-safe cells)."""
+    async def export_submissions(
+        form_id: FormId, after: SubmissionId | None = None, limit: ExportLimit = 20
+    ) -> Export:
+        """A page of a form's submissions as CSV text (formula-safe cells), oldest first;
+        `next_after` continues it."""
+        params = {"form": form_id, "after": after, "limit": limit + 1}
         try:
-            text = await api().text("/submissions/export.csv", params={"form": form_id})
+            text = await api().text("/submissions/export.csv", params=params)
         except ApiRefused as exc:
             raise ToolError(str(exc)) from exc
-        rows = max(0, sum(1 for _ in csv.reader(io.StringIO(text))) - 1)
-        return Export(form=form_id, rows=rows, csv=text)
+        return export_page(form_id, text, limit)
 
     @server.tool(annotations=ERASE)
     async def erase_submission(submission_id: SubmissionId) -> dict[str, Any]:

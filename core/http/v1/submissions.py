@@ -15,6 +15,7 @@ from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
 from core.intake.wakeup import wake_deliveries
+from core.platform.ids import id_pattern
 from core.platform.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -24,7 +25,7 @@ from core.platform.pagination import (
 from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionFlag, SubmissionReason, SubmissionStatus
 from core.submissions.erasure import erase_submission
-from core.submissions.export import export_csv, export_fields
+from core.submissions.export import FROM_THE_START, export_csv, export_fields, resume_after
 from core.submissions.records import (
     SEARCH_CHARS,
     get_attachment,
@@ -94,16 +95,28 @@ async def submissions_list(
     )
 
 
-@router.get("/submissions/export.csv", response_class=StreamingResponse, responses=problems(422))
+@router.get(
+    "/submissions/export.csv", response_class=StreamingResponse, responses=problems(404, 422)
+)
 async def submissions_export(
-    scope: ScopeDep, services: ServicesDep, now: NowDep, form: str
+    scope: ScopeDep,
+    services: ServicesDep,
+    now: NowDep,
+    form: str,
+    after: Annotated[
+        str | None,
+        Query(pattern=id_pattern("sub"), description="only the submissions after this receipt"),
+    ] = None,
+    limit: Annotated[int | None, Query(ge=1, description="at most this many rows")] = None,
 ) -> StreamingResponse:
-    """A form's submissions as CSV: its declared fields, then the names first seen, at most
-    200 field columns; formula-safe cells."""
+    """A form's submissions received before the export began, oldest first, as CSV: its
+    declared fields, then the names first seen, at most 200 field columns; formula-safe
+    cells."""
     async with services.db.scoped(scope) as conn:
         fields = await export_fields(conn, scope, form, now=now)
+        start = await resume_after(conn, scope, form, after) if after else FROM_THE_START
     return StreamingResponse(
-        export_csv(services.db, scope, form, fields, now=now),
+        export_csv(services.db, scope, form, fields, now=now, start=start, limit=limit),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{form}.csv"'},
     )

@@ -126,6 +126,25 @@ async def test_mcp_http__read_tools_answer_from_the_api(world: World) -> None:
     assert "whsec_" not in str(destinations)
 
 
+async def test_mcp_http__export_pages_and_keeps_a_value_over_131072_characters(
+    world: World,
+) -> None:
+    long = "é" + "x" * 200_000  # past csv.reader's field limit of 131,072 characters
+    async with over_http(world, world.acme.key) as client:
+        form = (await call(client, "create_form", name="Long values"))["id"]
+        receipts = [submit(world.url, form, {"message": text}) for text in ("a", long, "c")]
+        first = await call(client, "export_submissions", form_id=form, limit=2)
+        rest = await call(
+            client, "export_submissions", form_id=form, after=first["next_after"], limit=2
+        )
+        whole = await call(client, "export_submissions", form_id=form)
+    assert (first["rows"], first["next_after"]) == (2, receipts[1])
+    assert long in first["csv"] and first["csv"].startswith("receipt,")
+    assert (rest["rows"], rest["next_after"]) == (1, None)
+    assert rest["csv"].splitlines()[1].startswith(receipts[2])
+    assert (whole["rows"], whole["next_after"]) == (3, None)
+
+
 async def test_mcp_http__write_tools_create_a_form_and_retry_a_delivery(world: World) -> None:
     async with over_http(world, world.acme.key) as client:
         created = await call(
