@@ -18,10 +18,10 @@ from core.intake.checks import Decision
 from core.intake.form import Form
 from core.intake.payload import (
     acknowledgement,
+    form_snapshot,
     request_meta,
     route_deliveries,
     submission_events,
-    webhook_body,
 )
 from core.intake.visitor import recipient_hash
 from core.owner.plans import PLANS
@@ -83,15 +83,6 @@ def insert_params(
         referrer=submitted.referrer,
         accept_language=submitted.accept_language,
     )
-    payload = webhook_body(
-        form,
-        submitted.submission_id,
-        values,
-        submitted.attachments,
-        meta=meta,
-        test=submitted.test,
-        now=now,
-    )
     ack = acknowledgement(form, values, decision.status)
     return {
         "id": submitted.submission_id,
@@ -114,8 +105,16 @@ def insert_params(
         "limited_retention_days": plan.retention_for(RATE_LIMITED.status, form.retention_days),
         "attachments": Jsonb(submitted.attachments),
         "held": over_quota,
-        "payload": Jsonb(payload),
-        "deliveries": Jsonb(route_deliveries(form, values, decision.status)),
+        "form_snapshot": Jsonb(
+            form_snapshot(
+                form_name=form.name,
+                labels=form.labels,
+                consent_field=form.consent_field,
+                values=values,
+                attachments=submitted.attachments,
+            )
+        ),
+        "deliveries": Jsonb(route_deliveries(form, decision.status)),
         "acknowledgements": Jsonb([ack] if ack else []),
         "ack_recipient_hash": (
             recipient_hash(str(ack["target"]["to"][0]), secret_key) if ack else None
@@ -133,6 +132,6 @@ def insert_params(
         "rate_limit_max": form.rate_limit_max,
         "rate_limit_seconds": form.rate_limit_per_seconds,
         "limited_flags": limited_flags,
-        "limited_deliveries": Jsonb(route_deliveries(form, values, RATE_LIMITED.status)),
+        "limited_deliveries": Jsonb(route_deliveries(form, RATE_LIMITED.status)),
         "limited_events": Jsonb(submission_events(form, RATE_LIMITED, limited_flags)),
     }

@@ -46,7 +46,9 @@ SELECT id, payload_hash
 -- name: insert_submission
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
 -- the same client and payload within 60 s) already produced a submission, insert it with
--- its attachments, one delivery per live matching route (with the snapshot), the visitor's
+-- its attachments and the form's parts its deliveries send (`form_snapshot`), one delivery
+-- per live matching route (its target, secret version and route template: the body is built
+-- from the submission at send time, so the values are written once), the visitor's
 -- acknowledgement email if one is due and under its daily cap, its events and the monthly
 -- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
@@ -85,13 +87,14 @@ WITH fresh AS MATERIALIZED (
     SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
-                             field_order, meta, idempotency_key, payload_hash, client_hash,
-                             schema_version, received_at, erase_at)
+                             field_order, meta, form_snapshot, idempotency_key, payload_hash,
+                             client_hash, schema_version, received_at, erase_at)
     SELECT %(id)s, %(organization_id)s, %(form_id)s,
            CASE WHEN g.limited THEN 'quarantined' ELSE %(status)s END,
            CASE WHEN g.limited THEN 'rate_limited' ELSE %(reason)s END,
            CASE WHEN g.limited THEN %(limited_flags)s::text[] ELSE %(flags)s::text[] END,
-           %(values)s, %(field_order)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s,
+           %(values)s, %(field_order)s, %(meta)s, %(form_snapshot)s, %(idempotency_key)s,
+           %(payload_hash)s,
            %(client_hash)s,
            %(schema_version)s, %(now)s,
            %(now)s + make_interval(days => CASE WHEN g.limited
@@ -111,11 +114,10 @@ WITH fresh AS MATERIALIZED (
                content_type text, size bigint, sha256 text, storage_key text)
 ), delivery AS (
     INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-                            channel, held, max_attempts, next_attempt_at, payload, target,
-                            template, secret_version)
+                            channel, held, max_attempts, next_attempt_at, target, template,
+                            secret_version)
     SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type,
-           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, %(payload)s, d.config,
-           p.template,
+           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, d.config, p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM submission s
      CROSS JOIN gate g
@@ -145,9 +147,9 @@ WITH fresh AS MATERIALIZED (
     -- The visitor's acknowledgement email (consent given, a valid address): no route, no
     -- destination; at most one per submission (deliveries_one_acknowledgement_idx).
     INSERT INTO deliveries (id, organization_id, kind, submission_id, channel, held,
-                            max_attempts, next_attempt_at, payload, target, template)
+                            max_attempts, next_attempt_at, target, template)
     SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, t.name, %(held)s,
-           t.max_attempts, %(now)s, %(payload)s, a.target, a.template
+           t.max_attempts, %(now)s, a.target, a.template
       FROM submission s
      CROSS JOIN acknowledgement_quota q
      CROSS JOIN jsonb_to_recordset(%(acknowledgements)s::jsonb)

@@ -18,7 +18,7 @@ from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from tests.support.builders import add_schema, make_destination, make_form, make_route, setup_form
-from tests.support.records import rows
+from tests.support.records import claimed, rows
 from tests.support.settings import built_services
 from tests.support.submit import FakeTurnstile, submit_client
 
@@ -73,19 +73,29 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
     assert row["erase_at"] == received + timedelta(days=90)  # the free plan's default
     deliveries = await rows(conn, "SELECT * FROM deliveries ORDER BY route_id")
     assert len(deliveries) == 2
+    assert row["form_snapshot"] == {
+        "form_name": "Contact",
+        "labels": {"email": "E-mail"},
+        "consent": None,
+    }
+    sent = await claimed(conn)
     for delivery in deliveries:
         assert delivery["status"] == "pending" and delivery["held"] is False
         assert delivery["channel"] == "webhook" and delivery["max_attempts"] == 10
         assert delivery["secret_version"] == 1
         assert delivery["target"] == {"url": "https://hooks.example.com/postbag?token=abc"}
-        assert delivery["template"] == {
+        # The route's templates only: the rest is the submission's, once.
+        assert delivery["template"] == {"subject": None, "text": None}
+        assert delivery["payload"] is None
+        claim = sent[delivery["id"]]
+        assert claim.template == {
             "subject": None,
             "text": None,
             "labels": {"email": "E-mail"},
             "field_order": ["email", "tags"],
             "form_name": "Contact",
         }
-        assert delivery["payload"] == {
+        assert claim.payload == {
             "event": "form.submitted",
             "receipt": body["receipt"],
             "form": form,
@@ -122,7 +132,7 @@ async def test_submit__consent_in_the_body_when_the_form_has_a_consent_field(
     async with submit_client(services) as client:
         response = await _post_json(client, form, data={"name": "Ann", **ticked})
     assert response.status_code == 201
-    [payload] = [d["payload"] for d in await rows(conn, "SELECT payload FROM deliveries")]
+    [payload] = [claim.payload for claim in (await claimed(conn)).values()]
     assert payload["consent"] is consent
     assert payload["labels"] == ({"agree": "I agree"} if consent else {})
     row = await _only_submission(conn)
@@ -348,9 +358,10 @@ async def test_submit__test_flag_is_delivered_and_never_counted(
     assert response.status_code == 201
     row = await _only_submission(conn)
     assert (row["status"], row["flags"], row["values"]) == ("accepted", ["test"], {"a": 1})
-    deliveries = await rows(conn, "SELECT held, payload FROM deliveries")
+    deliveries = await rows(conn, "SELECT held FROM deliveries")
     assert len(deliveries) == 1 and deliveries[0]["held"] is False
-    assert deliveries[0]["payload"]["test"] is True
+    [claim] = (await claimed(conn)).values()
+    assert claim.payload["test"] is True
     assert await _month_count(conn) == 100
 
 
@@ -385,8 +396,8 @@ async def test_submit__reserved_fields_are_never_values(services: Services, conn
     row = await _only_submission(conn)
     assert row["values"] == {"email": "a@b.c"}
     assert row["idempotency_key"] == "k-1" and row["flags"] == []
-    payload = (await rows(conn, "SELECT payload FROM deliveries"))[0]["payload"]
-    assert payload["values"] == {"email": "a@b.c"}
+    [claim] = (await claimed(conn)).values()
+    assert claim.payload["values"] == {"email": "a@b.c"}
 
 
 async def test_submit__deleted_and_paused_routes_and_destinations(
