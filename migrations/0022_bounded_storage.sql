@@ -38,3 +38,11 @@ ALTER TABLE deliveries ADD CONSTRAINT deliveries_payload_of_digests_only CHECK (
               WHEN 'acknowledgement' THEN payload IS NULL
               ELSE true END
 );
+
+-- Floods cost bounded storage. Per form and client, past twice the rate limit within its
+-- window, the submit statement stores nothing (429 too_many_submissions). Per organization
+-- and month, the bytes of values kept for review (spam, quarantined, over quota) are counted
+-- on shard 0 (like attachment bytes) against the plan's `monthly_review_bytes`; past it,
+-- such a submission is refused (429 storage_limit) and nothing is stored.
+ALTER TABLE usage_counters
+    ADD COLUMN review_bytes bigint NOT NULL DEFAULT 0 CHECK (review_bytes >= 0);

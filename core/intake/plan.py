@@ -25,9 +25,12 @@ from core.intake.payload import (
 )
 from core.intake.visitor import recipient_hash
 from core.owner.plans import PLANS
-from core.platform.clock import month_of
+from core.platform.clock import month_of, next_month
 
 ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
+# Past this multiple of a form's rate limit within its window, a client's posts are refused
+# (`429 too_many_submissions`) and store nothing (docs/submit.md#floods).
+FLOOD_MULTIPLE = 2
 # The reasons decided before the rate limit (docs/submit.md: the checks' order).
 _BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
 RATE_LIMITED = Decision("quarantined", "rate_limited")
@@ -130,6 +133,12 @@ def insert_params(
         "form_revision": form.revision if form.kept else None,
         "quota": plan.monthly_submissions,
         "rate_limit_max": form.rate_limit_max,
+        "flood_max": FLOOD_MULTIPLE * form.rate_limit_max,
+        # Kept for review rather than accepted within the quota: its values' bytes count
+        # against the plan's monthly review bytes (the rate-limited variant always does).
+        "for_review": decision.status != "accepted" or over_quota,
+        "review_bytes_max": plan.monthly_review_bytes,
+        "next_month": next_month(now),
         "rate_limit_seconds": form.rate_limit_per_seconds,
         "limited_flags": limited_flags,
         "limited_deliveries": Jsonb(route_deliveries(form, RATE_LIMITED.status)),

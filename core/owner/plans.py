@@ -28,6 +28,9 @@ class Plan:
     max_api_keys: int | None
     max_schema_versions: int | None
     monthly_attachment_bytes: int | None
+    # The bytes of values a month may keep for review rather than accepted within the quota:
+    # spam, quarantined and over-quota submissions (docs/submit.md#floods).
+    monthly_review_bytes: int | None
     spam_retention_days: int = SPAM_RETENTION_DAYS
 
     def retention_for(self, status: str, form_days: int | None) -> int | None:
@@ -49,6 +52,7 @@ PLANS: dict[str, Plan] = {
         max_api_keys=5,
         max_schema_versions=20,
         monthly_attachment_bytes=100 * MIB,
+        monthly_review_bytes=10 * MIB,
     ),
     "pro": Plan(
         "pro",
@@ -59,6 +63,7 @@ PLANS: dict[str, Plan] = {
         max_api_keys=25,
         max_schema_versions=100,
         monthly_attachment_bytes=10 * GIB,
+        monthly_review_bytes=1 * GIB,
     ),
     "team": Plan(
         "team",
@@ -69,6 +74,7 @@ PLANS: dict[str, Plan] = {
         max_api_keys=100,
         max_schema_versions=500,
         monthly_attachment_bytes=100 * GIB,
+        monthly_review_bytes=10 * GIB,
     ),
     # The operator owns the machine; only the schema versions an `observe` form can be made
     # to infer stay bounded.
@@ -81,5 +87,6 @@ PLANS: dict[str, Plan] = {
         max_api_keys=None,
         max_schema_versions=1_000,
         monthly_attachment_bytes=None,
+        monthly_review_bytes=None,
     ),
 }

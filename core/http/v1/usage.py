@@ -24,6 +24,9 @@ class Limits(BaseModel):
     api_keys: int | None = Field(description="live (not revoked) API keys")
     schema_versions_per_form: int | None
     monthly_attachment_bytes: int | None
+    monthly_review_bytes: int | None = Field(
+        description="bytes of values of spam, quarantined and over-quota submissions a month"
+    )
 
 
 class Usage(BaseModel):
@@ -33,6 +36,9 @@ class Usage(BaseModel):
     month: str = Field(description="`YYYY-MM`, UTC")
     submissions: int = Field(description="counted submissions this month (`_test` never counts)")
     attachment_bytes: int = Field(description="attachment bytes stored this month")
+    review_bytes: int = Field(
+        description="bytes of values of spam, quarantined and over-quota submissions this month"
+    )
     forms: int
     destinations: int
     api_keys: int
@@ -50,6 +56,7 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
         month=found.month.strftime("%Y-%m"),
         submissions=found.submissions,
         attachment_bytes=found.attachment_bytes,
+        review_bytes=found.review_bytes,
         forms=found.forms,
         destinations=found.destinations,
         api_keys=found.api_keys,
@@ -62,5 +69,6 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
             api_keys=plan.max_api_keys,
             schema_versions_per_form=plan.max_schema_versions,
             monthly_attachment_bytes=plan.monthly_attachment_bytes,
+            monthly_review_bytes=plan.monthly_review_bytes,
         ),
     )
