@@ -93,15 +93,15 @@ WITH fresh AS MATERIALIZED (
       FROM gate g
      WHERE NOT g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
 ), review_room AS (
-    -- A spam, quarantined or over-quota submission counts its values' bytes on shard 0 of
-    -- the month, unless that takes the month past the plan's review bytes (no row then):
-    -- the row lock makes concurrent ones count one after the other.
+    -- A spam, quarantined or over-quota submission counts its values' bytes (as JSON text:
+    -- what the visitor posted, at most the body limit) on shard 0 of the month, unless that
+    -- takes the month past the plan's review bytes (no row then): the row lock makes
+    -- concurrent ones count one after the other.
     INSERT INTO usage_counters AS u (organization_id, month, shard, review_bytes)
-    SELECT %(organization_id)s, %(month)s, 0, pg_column_size(%(values)s::jsonb)
+    SELECT %(organization_id)s, %(month)s, 0, b.bytes
       FROM admitted a
-     WHERE a.for_review
-       AND pg_column_size(%(values)s::jsonb) <= coalesce(%(review_bytes_max)s::bigint,
-                                                         pg_column_size(%(values)s::jsonb))
+     CROSS JOIN (SELECT octet_length(%(values)s::jsonb::text) AS bytes) b
+     WHERE a.for_review AND b.bytes <= coalesce(%(review_bytes_max)s::bigint, b.bytes)
     ON CONFLICT (organization_id, month, shard) DO UPDATE
        SET review_bytes = u.review_bytes + excluded.review_bytes
      WHERE %(review_bytes_max)s::bigint IS NULL

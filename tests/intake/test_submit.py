@@ -153,6 +153,9 @@ async def test_submit__honeypot_is_spam_and_answers_like_accepted(
     # Routes exclude spam by default; a custom honeypot field works the same way.
     assert await rows(conn, "SELECT id FROM deliveries") == []
     assert await _month_count(conn) == 0
+    # Kept for review: its values' bytes (as JSON text) count against the monthly cap.
+    review = await rows(conn, "SELECT sum(review_bytes)::int AS n FROM usage_counters")
+    assert review == [{"n": len(json.dumps({"email": "x@y.z"}))}]
 
 
 async def test_submit__custom_honeypot_field(services: Services, conn: Conn) -> None:

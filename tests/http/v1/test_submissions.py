@@ -120,9 +120,11 @@ async def test_submissions__erase(services: Services, conn: Conn) -> None:
     assert all(d["target"] is None for d in body["deliveries"])
     assert missing.status_code == 404
     stored = await rows(
-        conn, 'SELECT "values", erased_at, erase_reason, idempotency_key FROM submissions'
+        conn,
+        'SELECT "values", form_snapshot, erased_at, erase_reason, idempotency_key FROM submissions',
     )
     assert stored[0]["values"] is None and stored[0]["erase_reason"] == "requested"
+    assert stored[0]["form_snapshot"] is None  # the labels of the fields posted, the consent
     assert stored[0]["idempotency_key"] == "erase-me"
     deliveries = await rows(conn, "SELECT * FROM deliveries ORDER BY id")
     assert [(d["status"], d["reason"]) for d in deliveries] == [
