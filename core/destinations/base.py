@@ -6,16 +6,20 @@ module: its `Config`, whether and how it takes a secret, its attempt limit, how 
 is shown, whether routes may give it templates, how a digest is rendered for it, and how it
 sends. Nothing else names a type.
 
-The delivery snapshot (`deliveries.payload`, `.target`, `.template`, `.secret_version`) is
-written at submit time and read by the worker:
+The delivery snapshot is written at submit time and read by the worker, which hands an
+adapter `target`, `payload` and `ctx.template`:
 - `payload`: the webhook body (`event`, `receipt`, `form`, `submitted_at`, `test`,
-  `values`, `labels`, `consent`, `attachments`, `meta`); a digest's is the type's
-  `digest(summary)`. jsonb keeps no key order: `template.field_order` keeps the visitor's.
+  `values`, `labels`, `consent`, `attachments`, `meta`), built when the delivery is claimed
+  from its submission's row (`values`, `meta`, `form_snapshot`, its attachments: the one
+  copy of the values); a digest's is stored on its delivery (`deliveries.payload`), the
+  type's `digest(summary)`. jsonb keeps no key order: `template.field_order` keeps the
+  visitor's.
 - `target`: the destination's stored config (`stored(config)`) at submit time (webhook
   `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`, a chat service's redacted
   `{"url"}`).
 - `template`: `{"subject", "text", "labels", "field_order", "form_name"}` — the route's
-  `{{field}}` templates (or null for the default text), the form's labels and field order.
+  `{{field}}` templates (or null for the default text), stored on the delivery, with the
+  form's name and labels (the submission's `form_snapshot`) and the visitor's field order.
 - `secret_version`: the destination secret version current at submit time (webhook
   signing secret, Telegram bot token, a chat service's incoming-webhook URL), or null.
 """

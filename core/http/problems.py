@@ -31,10 +31,13 @@ from core.platform.errors import (
     PayloadTooLarge,
     PlanLimitReached,
     PostbagError,
+    RetryLater,
     RouteExists,
     StorageError,
+    StorageLimitReached,
     StreamClosed,
     TooManyAttempts,
+    TooManySubmissions,
     Unauthenticated,
     Unavailable,
     UnstorableValue,
@@ -64,6 +67,8 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     IdempotencyConflict: (409, "idempotency_conflict"),
     PayloadTooLarge: (413, "payload_too_large"),
     TooManyAttempts: (429, "too_many_attempts"),
+    TooManySubmissions: (429, "too_many_submissions"),
+    StorageLimitReached: (429, "storage_limit"),
     MalformedBody: (400, "malformed_body"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidAttachment: (422, "invalid_attachment"),
@@ -114,7 +119,7 @@ def problem_for(exc: PostbagError) -> JSONResponse:
     status, code = status_and_code(exc)
     errors = exc.errors if isinstance(exc, InvalidInput) else None
     headers = {"Retry-After": "5"} if isinstance(exc, Unavailable | StorageError) else None
-    if isinstance(exc, TooManyAttempts):
+    if isinstance(exc, RetryLater):
         headers = {"Retry-After": str(exc.retry_after)}
     if status >= 500:
         log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})

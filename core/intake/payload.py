@@ -1,5 +1,10 @@
-"""What a stored submission sends and records: the webhook body (docs/webhooks.md), one delivery per
-matching route, the acknowledgement email, and the events of the submission."""
+"""What a stored submission sends and records: the form's parts its deliveries send (kept once,
+on the submission), one delivery per matching route, the acknowledgement email, the events
+of the submission, and the webhook body the worker builds from them (docs/webhooks.md).
+
+A submission's values are written once, on its row: a delivery keeps only what differs per
+destination (its target, secret version and route template), and the worker builds the
+body at send time from the submission (`core.outbox.store`)."""
 
 from __future__ import annotations
 
@@ -38,35 +43,35 @@ def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str,
     return grouped
 
 
-def webhook_body(
-    form: Form,
-    submission_id: str,
+def form_snapshot(
+    *,
+    form_name: str,
+    labels: Mapping[str, Any],
+    consent_field: str | None,
+    ack_email: Mapping[str, Any] | None,
     values: Mapping[str, Any],
     attachments: list[dict[str, Any]],
-    *,
-    meta: Mapping[str, Any],
-    test: bool,
-    now: datetime,
 ) -> dict[str, Any]:
-    """The `form.submitted` body every destination of the submission is sent."""
-    return submitted_body(
-        form_id=form.id,
-        labels=form.labels,
-        consent_field=form.consent_field,
-        submission_id=submission_id,
-        values=values,
-        attachments=attachments,
-        meta=meta,
-        test=test,
-        submitted_at=now,
-    )
+    """What of its form a submission's deliveries send, kept once on the submission as it
+    was when the submission arrived (or was released): the form's name, the label of each
+    submitted field that has one, whether the visitor ticked the consent field (None when
+    the form has none), and the names of the consent field and of the field an email
+    replies to."""
+    names = [*values, *(a["field"] for a in attachments)]
+    return {
+        "form_name": form_name,
+        "labels": {name: labels[name] for name in names if name in labels},
+        "consent": consented(values.get(consent_field)) if consent_field else None,
+        # Names, never values: the email's `Consent: given` line and its `Reply-To`.
+        "consent_field": consent_field,
+        "reply_to_field": reply_to_field(ack_email, values),
+    }
 
 
 def submitted_body(
     *,
     form_id: str,
-    labels: Mapping[str, Any],
-    consent_field: str | None,
+    snapshot: Mapping[str, Any],
     submission_id: str,
     values: Mapping[str, Any],
     attachments: list[dict[str, Any]],
@@ -74,10 +79,10 @@ def submitted_body(
     test: bool,
     submitted_at: datetime,
 ) -> dict[str, Any]:
-    """The `form.submitted` body: `labels` holds the form's label of each submitted field that
-    has one, in the visitor's order; `consent` is whether the visitor ticked the form's
-    consent field (None when it has none)."""
+    """The `form.submitted` body: `labels` holds the snapshot's label of each submitted field
+    that has one, in the visitor's order; `consent` is the snapshot's."""
     files = _payload_attachments(attachments)
+    labels: Mapping[str, Any] = snapshot.get("labels") or {}
     return {
         "event": "form.submitted",
         "receipt": submission_id,
@@ -86,7 +91,7 @@ def submitted_body(
         "test": test,
         "values": values,
         "labels": {name: labels[name] for name in [*values, *files] if name in labels},
-        "consent": consented(values.get(consent_field)) if consent_field else None,
+        "consent": snapshot.get("consent"),
         "attachments": files,
         "meta": meta,
     }
@@ -106,52 +111,19 @@ def reply_to_field(ack_email: Mapping[str, Any] | None, values: Mapping[str, Any
     return next((str(name) for name in values if str(name).lower() in REPLY_TO_NAMES), None)
 
 
-def delivery_template(
-    *,
-    labels: Mapping[str, Any],
-    form_name: str,
-    field_order: list[str],
-    route_template: Any,
-    consent_field: str | None,
-    reply_to_field: str | None,
-) -> dict[str, Any]:
-    """A delivery's template snapshot: the route's `{{field}}` templates (or None), the form's
-    labels and name, the visitor's field order, and the names (never the values) of the
-    consent field and of the field an email replies to."""
-    return {
-        "subject": (route_template or {}).get("subject"),
-        "text": (route_template or {}).get("text"),
-        "labels": dict(labels),
-        "field_order": field_order,
-        "form_name": form_name,
-        "consent_field": consent_field,
-        "reply_to_field": reply_to_field,
-    }
+def route_template(templates: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A delivery's template: the route's `{{field}}` subject and text (None for the default
+    text). The form's labels and name and the visitor's field order are the submission's."""
+    return {"subject": (templates or {}).get("subject"), "text": (templates or {}).get("text")}
 
 
-def _template(form: Form, values: Mapping[str, Any], subject: Any, text: Any) -> dict[str, Any]:
-    return delivery_template(
-        labels=form.labels,
-        form_name=form.name,
-        field_order=list(values),
-        route_template={"subject": subject, "text": text},
-        consent_field=form.consent_field,
-        reply_to_field=reply_to_field(form.ack_email, values),
-    )
-
-
-def route_deliveries(form: Form, values: Mapping[str, Any], status: str) -> list[dict[str, Any]]:
+def route_deliveries(form: Form, status: str) -> list[dict[str, Any]]:
     """One delivery for each of the form's routes that takes submissions of `status`."""
     return [
         {
             "id": new_id("dlv"),
             "route_id": route["route_id"],
-            "template": _template(
-                form,
-                values,
-                (route["template"] or {}).get("subject"),
-                (route["template"] or {}).get("text"),
-            ),
+            "template": route_template(route["template"]),
         }
         for route in form.routes
         if status in route["include_statuses"]
@@ -172,7 +144,7 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
     return {
         "id": new_id("dlv"),
         "target": {"to": [address]},
-        "template": _template(form, values, ack.get("subject"), ack.get("text")),
+        "template": route_template(ack),
     }
 
 

@@ -18,16 +18,19 @@ from core.intake.checks import Decision
 from core.intake.form import Form
 from core.intake.payload import (
     acknowledgement,
+    form_snapshot,
     request_meta,
     route_deliveries,
     submission_events,
-    webhook_body,
 )
 from core.intake.visitor import recipient_hash
 from core.owner.plans import PLANS
-from core.platform.clock import month_of
+from core.platform.clock import month_of, next_month
 
 ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
+# Past this multiple of a form's rate limit within its window, a client's posts are refused
+# (`429 too_many_submissions`) and store nothing (docs/submit.md#floods).
+FLOOD_MULTIPLE = 2
 # The reasons decided before the rate limit (docs/submit.md: the checks' order).
 _BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
 RATE_LIMITED = Decision("quarantined", "rate_limited")
@@ -83,15 +86,6 @@ def insert_params(
         referrer=submitted.referrer,
         accept_language=submitted.accept_language,
     )
-    payload = webhook_body(
-        form,
-        submitted.submission_id,
-        values,
-        submitted.attachments,
-        meta=meta,
-        test=submitted.test,
-        now=now,
-    )
     ack = acknowledgement(form, values, decision.status)
     return {
         "id": submitted.submission_id,
@@ -114,8 +108,17 @@ def insert_params(
         "limited_retention_days": plan.retention_for(RATE_LIMITED.status, form.retention_days),
         "attachments": Jsonb(submitted.attachments),
         "held": over_quota,
-        "payload": Jsonb(payload),
-        "deliveries": Jsonb(route_deliveries(form, values, decision.status)),
+        "form_snapshot": Jsonb(
+            form_snapshot(
+                form_name=form.name,
+                labels=form.labels,
+                consent_field=form.consent_field,
+                ack_email=form.ack_email,
+                values=values,
+                attachments=submitted.attachments,
+            )
+        ),
+        "deliveries": Jsonb(route_deliveries(form, decision.status)),
         "acknowledgements": Jsonb([ack] if ack else []),
         "ack_recipient_hash": (
             recipient_hash(str(ack["target"]["to"][0]), secret_key) if ack else None
@@ -131,8 +134,14 @@ def insert_params(
         "form_revision": form.revision if form.kept else None,
         "quota": plan.monthly_submissions,
         "rate_limit_max": form.rate_limit_max,
+        "flood_max": FLOOD_MULTIPLE * form.rate_limit_max,
+        # Kept for review rather than accepted within the quota: its values' bytes count
+        # against the plan's monthly review bytes (the rate-limited variant always does).
+        "for_review": decision.status != "accepted" or over_quota,
+        "review_bytes_max": plan.monthly_review_bytes,
+        "next_month": next_month(now),
         "rate_limit_seconds": form.rate_limit_per_seconds,
         "limited_flags": limited_flags,
-        "limited_deliveries": Jsonb(route_deliveries(form, values, RATE_LIMITED.status)),
+        "limited_deliveries": Jsonb(route_deliveries(form, RATE_LIMITED.status)),
         "limited_events": Jsonb(submission_events(form, RATE_LIMITED, limited_flags)),
     }

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 
@@ -26,7 +27,14 @@ from core.intake.plan import RATE_LIMITED, Submitted, insert_params
 from core.intake.turnstile import TURNSTILE_FIELD
 from core.intake.values import first_text, truthy
 from core.platform.db import Conn
-from core.platform.errors import FormClosed, IdempotencyConflict, InvalidInput, PostbagError
+from core.platform.errors import (
+    FormClosed,
+    IdempotencyConflict,
+    InvalidInput,
+    PostbagError,
+    StorageLimitReached,
+    TooManySubmissions,
+)
 from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import execute, queries
@@ -169,6 +177,8 @@ async def _attempt(
     row = await _insert(services, params)
     if row["status"] == "stale":
         return None
+    if row["status"] in ("flooded", "review_full"):
+        _refuse(row["status"], row["retry_at"], form, now=now)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
     flags = params["flags"]
@@ -192,6 +202,29 @@ async def _attempt(
         deliveries=row["deliveries"],
         is_json=body.is_json,
         form=form,
+    )
+
+
+def _refuse(status: str, retry_at: datetime, form: Form, *, now: datetime) -> NoReturn:
+    """Refuse a submission the insert did not store: the client's flood past its limit, or
+    the organization's month of review bytes full (docs/submit.md#floods)."""
+    retry_after = max(1, math.ceil((retry_at - now).total_seconds()))
+    log.info(
+        "submission refused",
+        extra={
+            "org_id": form.organization_id,
+            "form_id": form.id,
+            "detail": {"status": status, "retry_after": retry_after},
+        },
+    )
+    if status == "flooded":
+        raise TooManySubmissions(
+            "too many submissions from this client to this form; try again later", retry_after
+        )
+    raise StorageLimitReached(
+        "this form's organization has reached its plan's monthly storage for submissions "
+        "kept for review; try again next month",
+        retry_after,
     )
 
 

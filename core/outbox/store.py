@@ -11,12 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from core.intake.payload import submitted_body
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.queries import execute, queries
 from core.streams.payload import event_body
+from core.submissions.order import field_order
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
@@ -109,9 +111,13 @@ async def claim_due(
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
             claim_token=row["claim_token"],
-            payload=event_body(row) if row["kind"] == "event" else row["payload"],
+            payload=event_body(row)
+            if row["kind"] == "event"
+            else row["payload"]
+            if row["payload"] is not None
+            else _submitted(row),
             target=row["target"],
-            template=row["template"],
+            template=_template(row),
             secret=row["secret"],
             erased_at=row["event_erased_at"] if row["kind"] == "event" else row["erased_at"],
             erase_at=row["event_erase_at"] if row["kind"] == "event" else row["erase_at"],
@@ -126,6 +132,41 @@ async def claim_due(
         )
         for row in rows
     ]
+
+
+def _submitted(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The `form.submitted` body of a submission's delivery, from the submission's row (the
+    one copy of its values) as the claim joined it."""
+    return submitted_body(
+        form_id=row["form_id"],
+        snapshot=row["form_snapshot"] or {},
+        submission_id=row["submission_id"],
+        values=row["values"] or {},
+        attachments=row["attachments"] or [],
+        meta=row["meta"] or {},
+        test=bool(row["test"]),
+        submitted_at=row["received_at"],
+    )
+
+
+def _template(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The delivery's route template, with what its submission keeps once for every
+    delivery: the form's name and labels as accepted, and the visitor's field order."""
+    if row["submission_id"] is None:
+        return row["template"]  # type: ignore[no-any-return]
+    snapshot = row["form_snapshot"] or {}
+    labels = snapshot.get("labels") or {}
+    return {
+        **(row["template"] or {}),
+        "labels": labels,
+        "field_order": field_order(row["values"] or {}, row["field_order"], labels),
+        "form_name": snapshot.get("form_name"),
+        # The names an email reads consent from and replies to (a row stored before they
+        # were kept has neither).
+        **{
+            name: snapshot[name] for name in ("consent_field", "reply_to_field") if name in snapshot
+        },
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,9 @@ class Plan:
     monthly_attachment_bytes: int | None
     max_streams: int | None
     monthly_events: int | None
+    # The bytes of values a month may keep for review rather than accepted within the quota:
+    # spam, quarantined and over-quota submissions (docs/submit.md#floods).
+    monthly_review_bytes: int | None
     spam_retention_days: int = SPAM_RETENTION_DAYS
 
     def retention_for(self, status: str, form_days: int | None) -> int | None:
@@ -53,6 +56,7 @@ PLANS: dict[str, Plan] = {
         monthly_attachment_bytes=100 * MIB,
         max_streams=1,
         monthly_events=1_000,
+        monthly_review_bytes=10 * MIB,
     ),
     "pro": Plan(
         "pro",
@@ -65,6 +69,7 @@ PLANS: dict[str, Plan] = {
         monthly_attachment_bytes=10 * GIB,
         max_streams=20,
         monthly_events=100_000,
+        monthly_review_bytes=1 * GIB,
     ),
     "team": Plan(
         "team",
@@ -77,6 +82,7 @@ PLANS: dict[str, Plan] = {
         monthly_attachment_bytes=100 * GIB,
         max_streams=200,
         monthly_events=1_000_000,
+        monthly_review_bytes=10 * GIB,
     ),
     # The operator owns the machine; only the schema versions an `observe` form can be made
     # to infer stay bounded.
@@ -91,6 +97,7 @@ PLANS: dict[str, Plan] = {
         monthly_attachment_bytes=None,
         max_streams=None,
         monthly_events=None,
+        monthly_review_bytes=None,
     ),
 }
 

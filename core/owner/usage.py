@@ -37,6 +37,7 @@ class Usage:
     month: date
     submissions: int
     attachment_bytes: int
+    review_bytes: int
     forms: int
     destinations: int
     api_keys: int
@@ -142,6 +143,7 @@ async def get_usage(conn: Conn, scope: OrgScope, *, now: datetime) -> Usage:
         month=month,
         submissions=int(counted["submissions"]),
         attachment_bytes=int(counted["attachment_bytes"]),
+        review_bytes=int(counted["review_bytes"]),
         forms=await _count(conn, scope, "forms"),
         destinations=await _count(conn, scope, "destinations"),
         api_keys=await _count(conn, scope, "api_keys"),

@@ -18,6 +18,14 @@ def month_of(now: datetime) -> date:
     return now.astimezone(UTC).date().replace(day=1)
 
 
+def next_month(now: datetime) -> datetime:
+    """The start (UTC midnight) of the calendar month after the one `now` falls in: when the
+    month's counters start again."""
+    first = month_of(now)
+    following = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+    return datetime(following.year, following.month, 1, tzinfo=UTC)
+
+
 def iso_ms(at: datetime) -> str:
     """`at` as payloads write it: UTC, milliseconds (truncated), `2026-10-13T09:30:00.000Z`."""
     at = at.astimezone(UTC)

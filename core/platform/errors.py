@@ -96,12 +96,24 @@ class PayloadTooLarge(PostbagError):
     """The request body is over a size limit; reading stopped at the limit."""
 
 
-class TooManyAttempts(PostbagError):
-    """A client failed to authenticate too often; it may try again after `retry_after` s."""
+class RetryLater(PostbagError):
+    """A request refused for now; the client may try again after `retry_after` seconds."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooManyAttempts(RetryLater):
+    """A client failed to authenticate too often."""
+
+
+class TooManySubmissions(RetryLater):
+    """A client posted to a form past its flood limit within the window; nothing stored."""
+
+
+class StorageLimitReached(RetryLater):
+    """The organization's month of over-quota, spam and quarantined bytes is full."""
 
 
 class MalformedBody(PostbagError):

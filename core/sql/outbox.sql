@@ -186,6 +186,15 @@ moved AS (
 SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.channel,
        c.attempts - 1 AS attempts, c.max_attempts, c.claim_token, c.payload, c.target,
        c.template, c.secret_version, ds.secret, s.form_id,
+       -- A submission's deliveries keep no payload: the body is built from its row.
+       s."values", s.field_order, s.meta, s.form_snapshot, s.received_at,
+       'test' = ANY (s.flags) AS test,
+       CASE WHEN c.payload IS NULL AND s.id IS NOT NULL THEN
+           coalesce((SELECT jsonb_agg(jsonb_build_object(
+                                'id', a.id, 'field', a.field, 'name', a.name,
+                                'content_type', a.content_type, 'size', a.size) ORDER BY a.id)
+                       FROM attachments a WHERE a.submission_id = s.id), '[]'::jsonb)
+       END AS attachments,
        s.erased_at, s.erase_at, dst.deleted_at AS destination_deleted_at,
        dst.enabled AS destination_enabled, dst.health AS destination_health,
        dst.probe_after AS destination_probe_after,

@@ -41,10 +41,10 @@ WITH requeued AS (
     RETURNING id
 ), planned AS (
     INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-                            channel, max_attempts, next_attempt_at, payload, target, template,
+                            channel, max_attempts, next_attempt_at, target, template,
                             secret_version)
     SELECT p.id, %(organization_id)s, 'submission', %(id)s, r.id, d.id, d.type,
-           t.max_attempts, %(now)s, %(payload)s, d.config, p.template,
+           t.max_attempts, %(now)s, d.config, p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM jsonb_to_recordset(%(deliveries)s::jsonb) AS p(id text, route_id text, template jsonb)
       JOIN routes r ON r.id = p.route_id AND r.enabled AND r.deleted_at IS NULL
@@ -58,7 +58,8 @@ WITH requeued AS (
     SELECT id FROM requeued UNION ALL SELECT id FROM planned
 ), released AS (
     UPDATE submissions
-       SET status = 'accepted', reason = NULL, released_at = %(now)s, erase_at = %(erase_at)s
+       SET status = 'accepted', reason = NULL, released_at = %(now)s, erase_at = %(erase_at)s,
+           form_snapshot = coalesce(form_snapshot, %(form_snapshot)s)
      WHERE id = %(id)s AND organization_id = %(organization_id)s
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)

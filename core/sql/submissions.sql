@@ -53,28 +53,22 @@ SELECT id, erased_at FROM submissions
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 
 -- name: erase_submission_values
--- Drop the values of not-yet-erased submissions, and the field names the visitor posted
--- (keeping the receipt, idempotency key and payload hash); returns the ones erased now.
+-- Drop the values of not-yet-erased submissions, the field names the visitor posted and
+-- the labels and consent kept for their deliveries (keeping the receipt, idempotency key
+-- and payload hash); returns the ones erased now. A submission's deliveries hold no copy
+-- of its values: their bodies are built from this row.
 UPDATE submissions
    SET "values" = NULL, field_order = NULL, meta = jsonb_build_object('origin', meta -> 'origin'),
+       form_snapshot = NULL,
        erased_at = %(now)s, erase_reason = %(erase_reason)s
  WHERE id = ANY (%(ids)s::text[]) AND erased_at IS NULL
 RETURNING id, organization_id, form_id, received_at
 
--- name: erase_delivery_snapshots
--- End the submissions' unsent deliveries as skipped (`values_erased` or `values_expired`),
--- and scrub values from every snapshot.
+-- name: skip_erased_deliveries
+-- End the submissions' unsent deliveries as skipped (`values_erased` or `values_expired`).
 UPDATE deliveries
-   SET status = CASE WHEN status IN ('pending', 'failed') THEN 'skipped' ELSE status END,
-       reason = CASE WHEN status IN ('pending', 'failed') THEN %(skip_reason)s ELSE reason END,
-       held = CASE WHEN status IN ('pending', 'failed') THEN false ELSE held END,
-       payload = payload || jsonb_build_object(
-           'values', NULL, 'attachments', '{}'::jsonb,
-           'meta', jsonb_build_object('origin', payload -> 'meta' -> 'origin')),
-       template = CASE WHEN template IS NULL THEN NULL
-                       ELSE template || '{"field_order": []}'::jsonb END,
-       updated_at = %(now)s
- WHERE submission_id = ANY (%(ids)s::text[])
+   SET status = 'skipped', reason = %(skip_reason)s, held = false, updated_at = %(now)s
+ WHERE submission_id = ANY (%(ids)s::text[]) AND status IN ('pending', 'failed')
 RETURNING id, status
 
 -- name: erase_digest_snapshots

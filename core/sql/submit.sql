@@ -46,7 +46,9 @@ SELECT id, payload_hash
 -- name: insert_submission
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
 -- the same client and payload within 60 s) already produced a submission, insert it with
--- its attachments, one delivery per live matching route (with the snapshot), the visitor's
+-- its attachments and the form's parts its deliveries send (`form_snapshot`), one delivery
+-- per live matching route (its target, secret version and route template: the body is built
+-- from the submission at send time, so the values are written once), the visitor's
 -- acknowledgement email if one is due and under its daily cap, its events and the monthly
 -- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
@@ -67,11 +69,13 @@ WITH fresh AS MATERIALIZED (
                                  AND u.month = %(month)s), 0) >= %(quota)s::integer)
                    = %(held)s)) AS current
 ), gate AS (
+    -- The client's submissions in the window, counted up to the flood limit.
     SELECT g.recent, g.previous_id, g.previous_hash,
-           %(rate_checked)s AND g.recent >= %(rate_limit_max)s AS limited
+           %(rate_checked)s AND g.recent >= %(rate_limit_max)s AS limited,
+           g.recent >= %(flood_max)s AS flooded
       FROM postbag_submit_gate(%(form_id)s, %(client_hash)s,
                                %(now)s - make_interval(secs => %(rate_limit_seconds)s::int),
-                               %(rate_limit_max)s::int, %(idempotency_key)s::text IS NULL,
+                               %(flood_max)s::int, %(idempotency_key)s::text IS NULL,
                                %(payload_hash)s, %(now)s - interval '60 seconds') g
      WHERE (SELECT current FROM fresh)
 ), existing AS (
@@ -83,22 +87,45 @@ WITH fresh AS MATERIALIZED (
      WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
     UNION ALL
     SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
+), admitted AS (
+    -- A new submission, unless the client's flood past the limit is refused (nothing stored).
+    SELECT g.limited, g.limited OR %(for_review)s AS for_review
+      FROM gate g
+     WHERE NOT g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
+), review_room AS (
+    -- A spam, quarantined or over-quota submission counts its values' bytes (as JSON text:
+    -- what the visitor posted, at most the body limit) on shard 0 of the month, unless that
+    -- takes the month past the plan's review bytes (no row then): the row lock makes
+    -- concurrent ones count one after the other.
+    INSERT INTO usage_counters AS u (organization_id, month, shard, review_bytes)
+    SELECT %(organization_id)s, %(month)s, 0, b.bytes
+      FROM admitted a
+     CROSS JOIN (SELECT octet_length(%(values)s::jsonb::text) AS bytes) b
+     WHERE a.for_review AND b.bytes <= coalesce(%(review_bytes_max)s::bigint, b.bytes)
+    ON CONFLICT (organization_id, month, shard) DO UPDATE
+       SET review_bytes = u.review_bytes + excluded.review_bytes
+     WHERE %(review_bytes_max)s::bigint IS NULL
+        OR u.review_bytes + excluded.review_bytes <= %(review_bytes_max)s::bigint
+    RETURNING 1
+), stored AS (
+    SELECT a.limited FROM admitted a
+     WHERE NOT a.for_review OR EXISTS (SELECT 1 FROM review_room)
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
-                             field_order, meta, idempotency_key, payload_hash, client_hash,
-                             schema_version, received_at, erase_at)
+                             field_order, meta, form_snapshot, idempotency_key, payload_hash,
+                             client_hash, schema_version, received_at, erase_at)
     SELECT %(id)s, %(organization_id)s, %(form_id)s,
            CASE WHEN g.limited THEN 'quarantined' ELSE %(status)s END,
            CASE WHEN g.limited THEN 'rate_limited' ELSE %(reason)s END,
            CASE WHEN g.limited THEN %(limited_flags)s::text[] ELSE %(flags)s::text[] END,
-           %(values)s, %(field_order)s, %(meta)s, %(idempotency_key)s, %(payload_hash)s,
+           %(values)s, %(field_order)s, %(meta)s, %(form_snapshot)s, %(idempotency_key)s,
+           %(payload_hash)s,
            %(client_hash)s,
            %(schema_version)s, %(now)s,
            %(now)s + make_interval(days => CASE WHEN g.limited
                                                 THEN %(limited_retention_days)s::int
                                                 ELSE %(retention_days)s::int END)
-      FROM gate g
-     WHERE NOT EXISTS (SELECT 1 FROM existing)
+      FROM stored g
     ON CONFLICT (form_id, idempotency_key) DO NOTHING
     RETURNING id, status, reason
 ), attachment AS (
@@ -111,11 +138,10 @@ WITH fresh AS MATERIALIZED (
                content_type text, size bigint, sha256 text, storage_key text)
 ), delivery AS (
     INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-                            channel, held, max_attempts, next_attempt_at, payload, target,
-                            template, secret_version)
+                            channel, held, max_attempts, next_attempt_at, target, template,
+                            secret_version)
     SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type,
-           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, %(payload)s, d.config,
-           p.template,
+           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, d.config, p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM submission s
      CROSS JOIN gate g
@@ -145,9 +171,9 @@ WITH fresh AS MATERIALIZED (
     -- The visitor's acknowledgement email (consent given, a valid address): no route, no
     -- destination; at most one per submission (deliveries_one_acknowledgement_idx).
     INSERT INTO deliveries (id, organization_id, kind, submission_id, channel, held,
-                            max_attempts, next_attempt_at, payload, target, template)
+                            max_attempts, next_attempt_at, target, template)
     SELECT a.id, %(organization_id)s, 'acknowledgement', s.id, t.name, %(held)s,
-           t.max_attempts, %(now)s, %(payload)s, a.target, a.template
+           t.max_attempts, %(now)s, a.target, a.template
       FROM submission s
      CROSS JOIN acknowledgement_quota q
      CROSS JOIN jsonb_to_recordset(%(acknowledgements)s::jsonb)
@@ -191,22 +217,40 @@ WITH fresh AS MATERIALIZED (
      WHERE dr.count = 1
     HAVING count(*) > 0
 ), usage AS (
-    -- One of the month's 16 shards, at random: concurrent submits rarely wait on each other.
+    -- One of the month's shards 1-15, at random: concurrent submits rarely wait on each
+    -- other. Shard 0 counts bytes, and a statement may upsert a row only once (review_room).
     INSERT INTO usage_counters (organization_id, month, shard, submissions)
-    SELECT %(organization_id)s, %(month)s, floor(random() * 16)::smallint, 1
+    SELECT %(organization_id)s, %(month)s, 1 + floor(random() * 15)::smallint, 1
       FROM submission CROSS JOIN gate g
      WHERE %(counted)s AND NOT g.limited
     ON CONFLICT (organization_id, month, shard)
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
-       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement) AS deliveries
+       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement) AS deliveries,
+       NULL::timestamptz AS retry_at
   FROM submission s
 UNION ALL
-SELECT e.id, false, NULL, NULL, e.payload_hash, 0 FROM existing e
+SELECT e.id, false, NULL, NULL, e.payload_hash, 0, NULL FROM existing e
  WHERE (SELECT current FROM fresh)
 UNION ALL
-SELECT NULL, false, 'stale', NULL, NULL, 0 WHERE NOT (SELECT current FROM fresh)
+SELECT NULL, false, 'stale', NULL, NULL, 0, NULL WHERE NOT (SELECT current FROM fresh)
+UNION ALL
+-- Refused, nothing stored: a flood (retry when the oldest of the client's counted
+-- submissions leaves the window), or the month's review bytes full (retry next month).
+SELECT NULL, false, 'flooded', NULL, NULL, 0,
+       (SELECT min(c.received_at) FROM (
+            SELECT c.received_at FROM submissions c
+             WHERE c.form_id = %(form_id)s AND c.client_hash = %(client_hash)s
+               AND c.received_at > %(now)s - make_interval(secs => %(rate_limit_seconds)s::int)
+             ORDER BY c.received_at DESC LIMIT %(flood_max)s) c)
+       + make_interval(secs => %(rate_limit_seconds)s::int)
+  FROM gate g
+ WHERE g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
+UNION ALL
+SELECT NULL, false, 'review_full', NULL, NULL, 0, %(next_month)s::timestamptz
+  FROM admitted a
+ WHERE a.for_review AND NOT EXISTS (SELECT 1 FROM review_room)
 
 -- name: insert_stored_objects
 -- Record storage keys before their bytes are written, so an orphan can always be found.

@@ -29,10 +29,11 @@ SELECT o.plan,
  WHERE o.id = %(organization_id)s
 
 -- name: month_usage
--- The organization's counted submissions, attachment bytes and stream events in one
--- calendar month (the sum of its shards; no row: none).
+-- The organization's counted submissions, attachment bytes, review bytes and stream events
+-- in one calendar month (the sum of its shards; no row: none).
 SELECT coalesce(sum(u.submissions), 0)::bigint AS submissions,
        coalesce(sum(u.attachment_bytes), 0)::bigint AS attachment_bytes,
+       coalesce(sum(u.review_bytes), 0)::bigint AS review_bytes,
        coalesce(sum(u.events), 0)::bigint AS events
   FROM usage_counters u
  WHERE u.organization_id = %(organization_id)s AND u.month = %(month)s

@@ -47,9 +47,10 @@ async def erase_many(
     conn: Conn, *, ids: list[str], now: datetime, reason: EraseReason
 ) -> BatchErasure:
     """Erase the values of `ids` (locked by the caller) in six statements, whatever their
-    number: null values, end unsent deliveries `skipped`, scrub snapshots (digests too),
-    scrub what receivers answered (excerpts, service error texts, an acknowledgement's
-    address), mark stored objects for deletion, one `submission.erased` event each.
+    number: null values (the deliveries' bodies are built from them), end unsent
+    deliveries `skipped`, scrub the digests that listed them, scrub what receivers answered
+    (excerpts, service error texts, an acknowledgement's address), mark stored objects for
+    deletion, one `submission.erased` event each.
 
     `reason` is `requested` (the owner's erase) or `expired` (retention). Runs inside the
     caller's transaction; the bytes are deleted after commit.
@@ -57,7 +58,7 @@ async def erase_many(
     params = {"ids": ids, "now": now, "erase_reason": reason, "skip_reason": _SKIP_REASONS[reason]}
     cur = await conn.execute(queries["erase_submission_values"], params)
     erased = await cur.fetchall()
-    cur = await conn.execute(queries["erase_delivery_snapshots"], params)
+    cur = await conn.execute(queries["skip_erased_deliveries"], params)
     skipped = sum(1 for d in await cur.fetchall() if d["status"] == "skipped")
     await conn.execute(queries["erase_digest_snapshots"], params)
     await conn.execute(queries["erase_delivery_traces"], params)

@@ -2,7 +2,7 @@
 live routes deliver it, or mark it as spam so nothing more is sent.
 
 A release plans the deliveries an accepted submission would have got from the routes live
-now, with the snapshot the submit path writes (`core.intake.payload`), and happens once:
+now, as the submit path plans them (`core.intake.payload`), and happens once:
 the submission becomes `accepted` with `released_at`, and the status and reason it had stay
 in its `submission.released` event. Both refuse erased or expired values.
 """
@@ -15,14 +15,13 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.intake.payload import delivery_template, reply_to_field, submitted_body
+from core.intake.payload import form_snapshot, route_template
 from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, ValuesExpired
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.submissions.order import field_order, in_field_order
 from core.submissions.records import readable
 
 
@@ -57,20 +56,11 @@ def _erase_at(row: dict[str, Any], status: str) -> datetime | None:
     return None if days is None else row["received_at"] + timedelta(days=days)
 
 
-def _snapshot(
-    row: dict[str, Any], route: dict[str, Any], values: dict[str, Any], order: list[str]
-) -> dict[str, Any]:
+def _planned(route: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": new_id("dlv"),
         "route_id": route["route_id"],
-        "template": delivery_template(
-            labels=row["labels"] or {},
-            form_name=row["form_name"],
-            field_order=order,
-            route_template=route["template"],
-            consent_field=row["consent_field"],
-            reply_to_field=reply_to_field(row["ack_email"], values),
-        ),
+        "template": route_template(route["template"]),
     }
 
 
@@ -87,25 +77,21 @@ async def release_submission(
             if row["released_at"] is not None
             else "this submission is accepted: its routes already planned its deliveries"
         )
-    labels = row["labels"] or {}
-    values = in_field_order(row["values"] or {}, row["field_order"], labels)
-    order = field_order(values, row["field_order"], labels)
-    payload = submitted_body(
-        form_id=row["form_id"],
-        labels=labels,
+    # A submission stored before its form's parts were kept with it gets them from the form
+    # as it is now; one that has them keeps them (`coalesce` in `release_submission`).
+    snapshot = form_snapshot(
+        form_name=row["form_name"],
+        labels=row["labels"] or {},
         consent_field=row["consent_field"],
-        submission_id=row["id"],
-        values=values,
+        ack_email=row["ack_email"],
+        values=row["values"] or {},
         attachments=row["attachments"],
-        meta=row["meta"],
-        test="test" in row["flags"],
-        submitted_at=row["received_at"],
     )
     cur = await conn.execute(
         queries["release_routes"],
         {"form_id": row["form_id"], "organization_id": scope.organization_id},
     )
-    planned = [_snapshot(row, route, values, order) for route in await cur.fetchall()]
+    planned = [_planned(route) for route in await cur.fetchall()]
     cur = await conn.execute(
         queries["release_submission"],
         {
@@ -114,7 +100,7 @@ async def release_submission(
             "form_id": row["form_id"],
             "from_status": row["status"],
             "from_reason": row["reason"],
-            "payload": Jsonb(payload),
+            "form_snapshot": Jsonb(snapshot),
             "deliveries": Jsonb(planned),
             "erase_at": _erase_at(row, "accepted"),
             "now": now,

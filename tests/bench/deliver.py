@@ -272,10 +272,10 @@ async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
                 )
                 await conn.execute(
                     "INSERT INTO deliveries (id, organization_id, submission_id, route_id,"
-                    " destination_id, channel, max_attempts, payload, target, status, sent_at,"
+                    " destination_id, channel, max_attempts, target, status, sent_at,"
                     " next_attempt_at, attempts)"
                     " SELECT 'dlv_old_' || i, r.organization_id, 'sub_old_' || i, r.id,"
-                    "  r.destination_id, 'webhook', 10, '{}', '{}', 'sent', now(),"
+                    "  r.destination_id, 'webhook', 10, '{}', 'sent', now(),"
                     "  now() - interval '1 day', 1"
                     " FROM (SELECT * FROM routes LIMIT 1) r, generate_series(1, %(n)s) i",
                     {"n": sent_rows},

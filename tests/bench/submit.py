@@ -168,18 +168,16 @@ VALUES ('sub_pgb' || :client_id || '_' || :n || '_' || txid_current(), '{org}', 
       "consent": "yes", "source": "bench"}}',
     '{{"origin": null}}', '\\\\x00', '\\\\x01', now(), now() + interval '90 days');
 INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-    channel, max_attempts, payload, target, template, secret_version, next_attempt_at)
+    channel, max_attempts, target, template, secret_version, next_attempt_at)
 VALUES ('dlv_pgb1_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
     'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
     '{route1}', '{dst1}', 'webhook', 10,
-    '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
     '{{"url": "https://hooks.example.com/a"}}', NULL, 1, now() + interval '1 year');
 INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
-    channel, max_attempts, payload, target, template, secret_version, next_attempt_at)
+    channel, max_attempts, target, template, secret_version, next_attempt_at)
 VALUES ('dlv_pgb2_' || :client_id || '_' || :n || '_' || txid_current(), '{org}',
     'submission', 'sub_pgb' || :client_id || '_' || :n || '_' || txid_current(),
     '{route2}', '{dst2}', 'webhook', 10,
-    '{{"event": "form.submitted", "values": {{"name": "Ada"}}}}',
     '{{"url": "https://hooks.example.com/b"}}', NULL, 1, now() + interval '1 year');
 INSERT INTO events (organization_id, type, subject_id, data)
 VALUES ('{org}', 'submission.received',

@@ -32,7 +32,7 @@ from tests.support.files import (
     zip_bomb,
 )
 from tests.support.fuzzing import served, tenant_with_form
-from tests.support.records import rows
+from tests.support.records import claimed, rows
 from tests.support.settings import built_services
 from tests.support.submit import submit_client
 
@@ -141,7 +141,8 @@ async def test_attachments__stored_privately_downloaded_and_erased(
                 Bucket=bucket, Key=f"{prefix}/{stored[0]['storage_key']}"
             )
             assert head["ServerSideEncryption"] == "AES256"
-        payload = (await rows(conn, "SELECT payload FROM deliveries"))[0]["payload"]
+        [claim] = (await claimed(conn)).values()
+        payload = claim.payload
         assert payload["values"] == {"name": "Ada"}
         assert sorted(f["name"] for f in payload["attachments"]["photos"]) == ["a.png", "b.jpg"]
         assert payload["attachments"]["cv"][0]["type"] == "application/pdf"

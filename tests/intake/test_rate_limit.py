@@ -26,7 +26,7 @@ async def _post_all(client: httpx.AsyncClient, form: str, bodies: list[dict[str,
     ][:2]
 
 
-async def test_rate_limit__40_concurrent_posts_against_max_5_accept_exactly_5(
+async def test_rate_limit__40_concurrent_posts_against_max_5_store_exactly_10(
     db_url: str, tmp_path: Path, conn: Conn
 ) -> None:
     _, form = await setup_form(conn, rate_limit_max=5, routes=1)
@@ -34,17 +34,25 @@ async def test_rate_limit__40_concurrent_posts_against_max_5_accept_exactly_5(
         built_services(db_url, tmp_path, pool_max=40) as services,
         submit_client(services) as client,
     ):
-        await _post_all(client, form, [{"n": str(n)} for n in range(40)])
+        responses = await asyncio.gather(
+            *(client.post(f"/s/{form}", json={"n": str(n)}, headers=JSON_ACCEPT) for n in range(40))
+        )
+    # Five accepted, five more kept as rate-limited, and the flood past twice the limit is
+    # refused with nothing stored.
+    assert sorted(r.status_code for r in responses) == [201] * 10 + [429] * 30
+    refused = [r for r in responses if r.status_code == 429]
+    assert {r.json()["code"] for r in refused} == {"too_many_submissions"}
+    assert all(0 < int(r.headers["retry-after"]) <= 600 for r in refused)
     found = await rows(conn, "SELECT status, reason FROM submissions")
-    assert len(found) == 40
+    assert len(found) == 10
     accepted = [r for r in found if r["status"] == "accepted"]
     limited = [r for r in found if (r["status"], r["reason"]) == ("quarantined", "rate_limited")]
-    assert (len(accepted), len(limited)) == (5, 35)
+    assert (len(accepted), len(limited)) == (5, 5)
     usage = await rows(conn, "SELECT sum(submissions)::int AS submissions FROM usage_counters")
     assert usage == [{"submissions": 5}]
     events = await rows(conn, "SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY 1")
     assert events == [
-        {"type": "submission.quarantined", "n": 35},
+        {"type": "submission.quarantined", "n": 5},
         {"type": "submission.received", "n": 5},
     ]
     # The default route takes accepted submissions only: one delivery per accepted one.

@@ -18,7 +18,7 @@ from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from tests.support.builders import add_schema, make_destination, make_form, make_route, setup_form
-from tests.support.records import rows
+from tests.support.records import claimed, rows
 from tests.support.settings import built_services
 from tests.support.submit import FakeTurnstile, submit_client
 
@@ -73,12 +73,25 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
     assert row["erase_at"] == received + timedelta(days=90)  # the free plan's default
     deliveries = await rows(conn, "SELECT * FROM deliveries ORDER BY route_id")
     assert len(deliveries) == 2
+    assert row["form_snapshot"] == {
+        "form_name": "Contact",
+        "labels": {"email": "E-mail"},
+        "consent": None,
+        # The names of the fields an email reads consent from and replies to.
+        "consent_field": None,
+        "reply_to_field": "email",
+    }
+    sent = await claimed(conn)
     for delivery in deliveries:
         assert delivery["status"] == "pending" and delivery["held"] is False
         assert delivery["channel"] == "webhook" and delivery["max_attempts"] == 10
         assert delivery["secret_version"] == 1
         assert delivery["target"] == {"url": "https://hooks.example.com/postbag?token=abc"}
-        assert delivery["template"] == {
+        # The route's templates only: the rest is the submission's, once.
+        assert delivery["template"] == {"subject": None, "text": None}
+        assert delivery["payload"] is None
+        claim = sent[delivery["id"]]
+        assert claim.template == {
             "subject": None,
             "text": None,
             "labels": {"email": "E-mail"},
@@ -88,7 +101,7 @@ async def test_submit__accepted_with_one_delivery_per_route_and_snapshot(
             "consent_field": None,
             "reply_to_field": "email",
         }
-        assert delivery["payload"] == {
+        assert claim.payload == {
             "event": "form.submitted",
             "receipt": body["receipt"],
             "form": form,
@@ -125,7 +138,7 @@ async def test_submit__consent_in_the_body_when_the_form_has_a_consent_field(
     async with submit_client(services) as client:
         response = await _post_json(client, form, data={"name": "Ann", **ticked})
     assert response.status_code == 201
-    [payload] = [d["payload"] for d in await rows(conn, "SELECT payload FROM deliveries")]
+    [payload] = [claim.payload for claim in (await claimed(conn)).values()]
     assert payload["consent"] is consent
     assert payload["labels"] == ({"agree": "I agree"} if consent else {})
     row = await _only_submission(conn)
@@ -145,7 +158,10 @@ async def test_submit__honeypot_is_spam_and_answers_like_accepted(
     assert row["values"] == {"email": "x@y.z"}
     # Routes exclude spam by default; a custom honeypot field works the same way.
     assert await rows(conn, "SELECT id FROM deliveries") == []
-    assert await rows(conn, "SELECT submissions FROM usage_counters") == []
+    assert await _month_count(conn) == 0
+    # Kept for review: its values' bytes (as JSON text) count against the monthly cap.
+    review = await rows(conn, "SELECT sum(review_bytes)::int AS n FROM usage_counters")
+    assert review == [{"n": len(json.dumps({"email": "x@y.z"}))}]
 
 
 async def test_submit__custom_honeypot_field(services: Services, conn: Conn) -> None:
@@ -289,9 +305,12 @@ async def test_submit__schema_enforce_quarantines_with_a_drift_event(
 
 
 async def test_submit__precedence_first_check_decides(services: Services, conn: Conn) -> None:
-    _, form = await setup_form(conn, allowed_origins=["https://site.example"], rate_limit_max=1)
+    _, form = await setup_form(conn, allowed_origins=["https://site.example"], rate_limit_max=2)
     async with submit_client(services) as client:
-        await _post_json(client, form, data={"n": "1"}, headers={"Origin": "https://site.example"})
+        for n in ("0", "1"):
+            await _post_json(
+                client, form, data={"n": n}, headers={"Origin": "https://site.example"}
+            )
         # Rate-limited, from a bad origin, and honeypot filled: honeypot wins.
         await _post_json(
             client, form, data={"n": "2", "_gotcha": "x"}, headers={"Origin": "https://bad.example"}
@@ -300,6 +319,7 @@ async def test_submit__precedence_first_check_decides(services: Services, conn: 
         await _post_json(client, form, data={"n": "3"}, headers={"Origin": "https://bad.example"})
     found = await rows(conn, "SELECT status, reason FROM submissions ORDER BY received_at")
     assert [(r["status"], r["reason"]) for r in found] == [
+        ("accepted", None),
         ("accepted", None),
         ("spam", "honeypot"),
         ("quarantined", "origin_rejected"),
@@ -351,9 +371,10 @@ async def test_submit__test_flag_is_delivered_and_never_counted(
     assert response.status_code == 201
     row = await _only_submission(conn)
     assert (row["status"], row["flags"], row["values"]) == ("accepted", ["test"], {"a": 1})
-    deliveries = await rows(conn, "SELECT held, payload FROM deliveries")
+    deliveries = await rows(conn, "SELECT held FROM deliveries")
     assert len(deliveries) == 1 and deliveries[0]["held"] is False
-    assert deliveries[0]["payload"]["test"] is True
+    [claim] = (await claimed(conn)).values()
+    assert claim.payload["test"] is True
     assert await _month_count(conn) == 100
 
 
@@ -388,8 +409,8 @@ async def test_submit__reserved_fields_are_never_values(services: Services, conn
     row = await _only_submission(conn)
     assert row["values"] == {"email": "a@b.c"}
     assert row["idempotency_key"] == "k-1" and row["flags"] == []
-    payload = (await rows(conn, "SELECT payload FROM deliveries"))[0]["payload"]
-    assert payload["values"] == {"email": "a@b.c"}
+    [claim] = (await claimed(conn)).values()
+    assert claim.payload["values"] == {"email": "a@b.c"}
 
 
 async def test_submit__deleted_and_paused_routes_and_destinations(

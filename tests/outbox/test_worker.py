@@ -57,6 +57,8 @@ async def test_deliver__webhook_request_signed_both_ways(
         "submitted_at",
         "test",
         "values",
+        "labels",
+        "consent",
         "attachments",
         "meta",
     }

@@ -32,8 +32,8 @@ async def _tenant_tables(conn: Conn) -> list[str]:
         ),
         (
             """INSERT INTO deliveries (id, organization_id, submission_id, route_id,
-                                       destination_id, channel, max_attempts, payload, target)
-               VALUES ('dlv_dup', %(org)s, %(sub)s, %(rte)s, %(dst)s, 'webhook', 10, '{}', '{}')""",
+                                       destination_id, channel, max_attempts, target)
+               VALUES ('dlv_dup', %(org)s, %(sub)s, %(rte)s, %(dst)s, 'webhook', 10, '{}')""",
             "deliveries_submission_route_key",
         ),
         (

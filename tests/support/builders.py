@@ -186,20 +186,6 @@ async def make_submission(
     return str(row["id"])
 
 
-def _payload(submission: str, form: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `form.submitted` payload the submit path snapshots into a delivery."""
-    return {
-        "event": "form.submitted",
-        "receipt": submission,
-        "form": form,
-        "submitted_at": SUBMITTED_AT,
-        "test": False,
-        "values": values,
-        "attachments": {},
-        "meta": {"origin": "https://example.com", "referrer": None, "locale": "en"},
-    }
-
-
 async def make_delivery(
     conn: Conn,
     tenant: Tenant,
@@ -221,13 +207,33 @@ async def make_delivery(
     Returns (submission, delivery).
     """
     values = values if values is not None else {"email": "a@example.com", "subscribe": True}
-    submission = await make_submission(conn, tenant, form, values, flags=flags or [])
+    template = template or {}
+    # As the submit path writes them: the form's name and labels and the visitor's field
+    # order once on the submission, the route's subject and text on the delivery.
+    submission = await make_submission(
+        conn,
+        tenant,
+        form,
+        values,
+        flags=flags or [],
+        received_at=datetime.fromisoformat(SUBMITTED_AT),
+        meta=json.dumps({"origin": "https://example.com", "referrer": None, "locale": "en"}),
+        field_order=template.get("field_order", list(values)),
+        form_snapshot=json.dumps(
+            {
+                "form_name": template.get("form_name"),
+                "labels": template.get("labels") or {},
+                "consent": None,
+            }
+        ),
+    )
     delivery = new_id("dlv")
+    routed = {key: template[key] for key in ("subject", "text") if key in template}
     await conn.execute(
         "INSERT INTO deliveries (id, organization_id, submission_id, route_id, destination_id,"
-        " channel, max_attempts, payload, target, template, secret_version, next_attempt_at)"
+        " channel, max_attempts, target, template, secret_version, next_attempt_at)"
         " VALUES (%(dlv)s, %(org)s, %(sub)s, %(rte)s, %(dst)s, %(channel)s, %(max)s,"
-        " %(payload)s, %(target)s, %(template)s, %(version)s,"
+        " %(target)s, %(template)s, %(version)s,"
         " coalesce(%(due)s, now() - interval '1 second'))",
         {
             "dlv": delivery,
@@ -237,9 +243,8 @@ async def make_delivery(
             "dst": destination,
             "channel": channel,
             "max": max_attempts,
-            "payload": json.dumps(_payload(submission, form, values)),
             "target": json.dumps(target),
-            "template": json.dumps(template) if template is not None else None,
+            "template": json.dumps(routed) if routed else None,
             "version": secret_version,
             "due": next_attempt_at,
         },
@@ -277,12 +282,9 @@ async def make_deliveries(
     )
     await conn.execute(
         "INSERT INTO deliveries (id, organization_id, submission_id, route_id, destination_id,"
-        " channel, max_attempts, payload, target, secret_version, next_attempt_at)"
+        " channel, max_attempts, target, secret_version, next_attempt_at)"
         " SELECT 'dlv_' || %(rte)s || '_' || i, %(org)s, 'sub_' || %(form)s || '_' || i,"
-        " %(rte)s, %(dst)s, 'webhook', 10,"
-        " jsonb_build_object('event', 'form.submitted', 'receipt', 'sub_' || %(form)s || '_' || i,"
-        "   'form', %(form)s, 'values', jsonb_build_object('n', i)),"
-        " jsonb_build_object('url', %(url)s::text), 1, %(due)s"
+        " %(rte)s, %(dst)s, 'webhook', 10, jsonb_build_object('url', %(url)s::text), 1, %(due)s"
         " FROM generate_series(1, %(count)s) i",
         params,
     )

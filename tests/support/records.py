@@ -1,9 +1,13 @@
-"""Reading rows back as the owner: any query, one delivery, a delivery's attempts."""
+"""Reading rows back as the owner: any query, one delivery, a delivery's attempts, the
+deliveries as the worker claims them."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from core.outbox.store import Claim, claim_due
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 
 
@@ -24,3 +28,10 @@ async def attempts(conn: Conn, dlv: str) -> list[dict[str, Any]]:
         "SELECT * FROM delivery_attempts WHERE delivery_id = %(id)s ORDER BY id", {"id": dlv}
     )
     return [dict(row) for row in await cur.fetchall()]
+
+
+async def claimed(conn: Conn) -> dict[str, Claim]:
+    """Every due delivery claimed as the worker claims it (the body it would send is built
+    from its submission), by delivery id. The deliveries are left `sending`."""
+    found = await claim_due(conn, now=utcnow(), limit=1000, lease=timedelta(minutes=5))
+    return {claim.id: claim for claim in found}

@@ -25,8 +25,8 @@ INSERT INTO digests (id, organization_id, route_id, period_key, period_start, pe
                      submission_count)
     VALUES (%(dgs)s, %(org)s, %(rte)s, '2026-01-01', '2026-01-01', '2026-01-02', 1);
 INSERT INTO deliveries (id, organization_id, submission_id, route_id, destination_id, channel,
-                        max_attempts, payload, target, secret_version)
-    VALUES (%(dlv)s, %(org)s, %(sub)s, %(rte)s, %(dst)s, 'webhook', 10, '{}', '{}', 1);
+                        max_attempts, target, secret_version)
+    VALUES (%(dlv)s, %(org)s, %(sub)s, %(rte)s, %(dst)s, 'webhook', 10, '{}', 1);
 INSERT INTO deliveries (id, organization_id, kind, digest_id, route_id, destination_id,
                         channel, max_attempts, payload, target)
     VALUES (%(dlv2)s, %(org)s, 'digest', %(dgs)s, %(rte)s, %(dst)s, 'webhook', 10, '{}', '{}');

@@ -76,9 +76,9 @@ async def test_retention__values_gone_at_once_then_cleaned_and_the_receipt_kept(
             assert await rows(conn, "SELECT id FROM attachments") == []
             [obj] = await rows(conn, "SELECT deleted_at FROM stored_objects")
             assert obj["deleted_at"] == now
-            [dlv] = await rows(conn, "SELECT status, reason, payload FROM deliveries")
+            [dlv] = await rows(conn, "SELECT status, reason, payload::text FROM deliveries")
             assert (dlv["status"], dlv["reason"]) == ("skipped", "values_expired")
-            assert dlv["payload"]["values"] is None and dlv["payload"]["attachments"] == {}
+            assert dlv["payload"] is None  # the body was only ever built from the row
             events = await rows(conn, "SELECT data FROM events WHERE type = 'submission.erased'")
             assert events == [{"data": {"reason": "expired", "files": 1}}]
 

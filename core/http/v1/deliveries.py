@@ -116,7 +116,7 @@ class ReplayCount(BaseModel):
     status_code=202,
     response_model=Replay,
     responses={
-        **problems(422),
+        **problems(404, 422),
         200: {"model": ReplayCount, "description": "the count (`dry_run`)"},
     },
 )

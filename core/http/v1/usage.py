@@ -26,6 +26,9 @@ class Limits(BaseModel):
     monthly_attachment_bytes: int | None
     streams: int | None = Field(description="live streams")
     monthly_events: int | None = Field(description="stream events stored a month")
+    monthly_review_bytes: int | None = Field(
+        description="bytes of values of spam, quarantined and over-quota submissions a month"
+    )
 
 
 class Usage(BaseModel):
@@ -35,6 +38,9 @@ class Usage(BaseModel):
     month: str = Field(description="`YYYY-MM`, UTC")
     submissions: int = Field(description="counted submissions this month (`_test` never counts)")
     attachment_bytes: int = Field(description="attachment bytes stored this month")
+    review_bytes: int = Field(
+        description="bytes of values of spam, quarantined and over-quota submissions this month"
+    )
     forms: int
     destinations: int
     api_keys: int
@@ -54,6 +60,7 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
         month=found.month.strftime("%Y-%m"),
         submissions=found.submissions,
         attachment_bytes=found.attachment_bytes,
+        review_bytes=found.review_bytes,
         forms=found.forms,
         destinations=found.destinations,
         api_keys=found.api_keys,
@@ -70,5 +77,6 @@ async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usag
             monthly_attachment_bytes=plan.monthly_attachment_bytes,
             streams=plan.max_streams,
             monthly_events=plan.monthly_events,
+            monthly_review_bytes=plan.monthly_review_bytes,
         ),
     )

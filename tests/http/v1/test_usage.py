@@ -16,8 +16,8 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
     this_month = now.date().replace(day=1)
     last_month = (this_month - timedelta(days=1)).replace(day=1)
     await conn.execute(
-        "INSERT INTO usage_counters (organization_id, month, submissions) VALUES"
-        " (%(org)s, %(this)s, 42), (%(org)s, %(last)s, 999)",
+        "INSERT INTO usage_counters (organization_id, month, submissions, review_bytes) VALUES"
+        " (%(org)s, %(this)s, 42, 2048), (%(org)s, %(last)s, 999, 1)",
         {"org": acme.scope.organization_id, "this": this_month, "last": last_month},
     )
     async with api_client(services) as client:
@@ -30,6 +30,7 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
         "month": now.strftime("%Y-%m"),
         "submissions": 42,
         "attachment_bytes": 0,
+        "review_bytes": 2048,
         "forms": 1,
         "destinations": 1,
         "api_keys": 1,
@@ -46,6 +47,7 @@ async def test_usage__plan_limits_and_this_months_counted_submissions(
             "monthly_attachment_bytes": 10 * 1024**3,
             "streams": 20,
             "monthly_events": 100_000,
+            "monthly_review_bytes": 1024**3,
         },
     }
 
