@@ -37,8 +37,9 @@ DEBOUNCE_SECONDS = 0.05
 DELIVER_BUDGET_SECONDS = 15.0
 GRACE_SECONDS = 10.0
 # Behind a transaction pooler with no direct URL nothing can LISTEN: the deliver pass runs
-# this often instead of every 15 s. An idle pass costs two short statements (the claim,
-# finding nothing on the due index, and the heartbeat upsert), 1.3 a second per worker.
+# this often instead of every 15 s. An idle pass costs three short transactions (releasing
+# held rows, the claim finding nothing on the due index, the heartbeat upsert): measured
+# (tests/bench/pooler.py), 1.7-2.0 a second per idle worker against 0.3-0.5 when it LISTENs.
 POLL_SECONDS = 1.5
 CONCURRENCY = WorkerOptions().concurrency
 # The worker's connections: claims, grouped outcomes, breaker writes, one tick pass and a
