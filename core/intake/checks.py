@@ -1,7 +1,8 @@
 """The status a submission is stored with (docs/submit.md).
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
-rate limit, Turnstile, schema (`quarantined`). Later checks are skipped once one applies,
+rate limit (`quarantined`), the spam checks (`spam`, `core.spam.verdict`), Turnstile, schema
+(`quarantined`). Later checks are skipped once one applies,
 so a bot costs no Turnstile call and no schema check. The schema check runs in the
 checker's child processes within a budget (`core.schemas.checker`): whatever it answers,
 the submission gets a status, never an error.
@@ -18,6 +19,7 @@ from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
 from core.intake.values import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import schema_checker
+from core.spam.verdict import spam_verdict
 
 
 @dataclass(slots=True)
@@ -59,6 +61,9 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
+    verdict = await spam_verdict(form.spam, values)
+    if verdict is not None:
+        return Decision("spam", verdict.reason)
     if form.turnstile_secret:
         reason = await verify_turnstile(
             str(services.settings.turnstile_verify_url),

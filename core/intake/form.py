@@ -28,6 +28,7 @@ from core.platform.errors import NotFound
 from core.platform.ids import is_id
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.spam.settings import SpamSettings, spam_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class Form:
     turnstile_secret: str | None
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
+    spam: SpamSettings
     plan: str
     # The schema the checks use: the owner's latest (`manual`), or without one the latest
     # suggestion (`suggested`, which only `observe` reports drift against).
@@ -131,6 +133,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         turnstile_secret=row["turnstile_secret"],
         consent_field=row["consent_field"],
         ack_email=row["ack_email"],
+        spam=spam_settings(row["spam"]),
         plan=row["plan"],
         schema_version=row["schema_version"],
         schema=row["schema"],

@@ -29,6 +29,7 @@ from core.platform.vocabulary import (
     SubmissionReason,
     SubmissionStatus,
     TickName,
+    TrainingLabel,
 )
 
 # (table, column, its words in the code)
@@ -51,6 +52,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("alerts", "status", AlertStatus),
     ("worker_heartbeats", "tick", TickName),
     ("auth_failures", "kind", AuthFailureKind),
+    ("spam_training", "label", TrainingLabel),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -44,6 +44,12 @@ INSERT INTO schema_drift (organization_id, form_id, hour, path, keyword, count, 
     VALUES (%(org)s, %(frm)s, '2026-01-01', '/email', 'format', 1, now(), now());
 INSERT INTO schema_inference (organization_id, form_id, scanned_through)
     VALUES (%(org)s, %(frm)s, now());
+INSERT INTO spam_fingerprints (form_id, organization_id, fingerprint, window_start, count)
+    VALUES (%(frm)s, %(org)s, '\\x00112233445566778899aabbccddeeff', now(), 1);
+INSERT INTO spam_models (organization_id, spam_docs) VALUES (%(org)s, 1);
+INSERT INTO spam_tokens (organization_id, token, spam) VALUES (%(org)s, '\\x0011223344556677', 1);
+INSERT INTO spam_training (submission_id, organization_id, label, tokens, trained_at)
+    VALUES (%(sub)s, %(org)s, 'spam', ARRAY['\\x0011223344556677'::bytea], now());
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;

@@ -23,6 +23,7 @@ from core.owner.form_settings import (
 )
 from core.platform.settings import Settings
 from core.platform.vocabulary import SchemaMode
+from core.spam.settings import SpamSettings
 
 router = APIRouter(tags=["forms"], responses=problems(401, 503))
 
@@ -43,6 +44,7 @@ class Form(BaseModel):
     file_fields: dict[str, FileField]
     consent_field: str | None
     ack_email: AckEmail | None
+    spam: SpamSettings
     turnstile_enabled: bool
     submit_url: str = Field(description="where the website posts: `POSTBAG_PUBLIC_URL/s/{id}`")
     html_snippet: str = Field(description="a minimal HTML form posting to `submit_url`")

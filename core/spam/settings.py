@@ -1,0 +1,106 @@
+"""A form's spam settings (`spam` on the form; docs/spam.md lists each and its default)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from core.spam.patterns import compile_pattern
+
+Word = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+Pattern = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Domain = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        to_lower=True,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62}\.)*[A-Za-z0-9-]{1,63}$",
+        max_length=253,
+    ),
+]
+# The scripts `allowed_scripts` may name: the first word of a letter's Unicode name.
+SCRIPTS = (
+    "latin",
+    "cyrillic",
+    "greek",
+    "arabic",
+    "hebrew",
+    "cjk",
+    "hiragana",
+    "katakana",
+    "hangul",
+    "devanagari",
+    "thai",
+    "armenian",
+    "georgian",
+)
+Script = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
+
+
+class SpamSettings(BaseModel):
+    """What counts as spam on this form, beyond the honeypot. Each rule that matches stores
+    the submission as `spam` with its reason (`spam_rule:<rule>`, `too_fast`…)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_links: int | None = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="more links than this across the values is spam (`spam_rule:links`); "
+        "null = no limit",
+    )
+    blocked_words: list[Word] = Field(
+        default_factory=list,
+        max_length=500,
+        description="words or phrases, matched whole and case-blind (`spam_rule:words`)",
+    )
+    blocked_patterns: list[Pattern] = Field(
+        default_factory=list,
+        max_length=50,
+        description="regular expressions run on a linear-time engine, `(?i)` for case-blind "
+        "(`spam_rule:patterns`)",
+    )
+    blocked_email_domains: list[Domain] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="an email address at one of these domains or below is spam "
+        "(`spam_rule:email_domain`)",
+    )
+    block_disposable_email: bool = Field(
+        default=True,
+        description="an address at a known disposable-mail domain is spam "
+        "(`spam_rule:disposable_email`)",
+    )
+    allowed_scripts: list[Script] | None = Field(
+        default=None,
+        max_length=len(SCRIPTS),
+        description="opt-in: when most letters are in other scripts, spam (`spam_rule:script`)",
+    )
+
+    @field_validator("blocked_patterns")
+    @classmethod
+    def _check_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if compile_pattern(pattern) is None:
+                raise ValueError(
+                    f"{pattern!r} cannot run on the linear-time engine "
+                    "(no backreferences, no lookaround) or is not a valid pattern"
+                )
+        return value
+
+    @field_validator("allowed_scripts")
+    @classmethod
+    def _check_scripts(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for script in value:
+            if script not in SCRIPTS:
+                raise ValueError(f"{script!r} is not one of {', '.join(SCRIPTS)}")
+        return list(dict.fromkeys(value))
+
+
+def spam_settings(stored: Any) -> SpamSettings:
+    """The settings a form stored (`{}` or null = every default)."""
+    return SpamSettings.model_validate(stored or {})
