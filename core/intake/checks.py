@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from core.intake.form import Form
@@ -53,6 +54,7 @@ async def decide_status(
     *,
     origin: str | None,
     client: str,
+    now: datetime,
 ) -> Decision:
     """The status of a submission: the first check that applies decides it."""
     if truthy(fields.get(form.honeypot_field)):
@@ -61,7 +63,7 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
-    verdict = await spam_verdict(form.spam, values)
+    verdict = await spam_verdict(services, form, fields, values, now=now)
     if verdict is not None:
         return Decision("spam", verdict.reason)
     if form.turnstile_secret:

@@ -31,6 +31,7 @@ from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import execute, queries
 from core.platform.services import Services
+from core.spam.filltime import FILL_FIELD
 
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
@@ -120,7 +121,7 @@ async def _attempt(
     """Check and store the submission with `form` as given; None when the insert found a
     kept form stale (nothing stored)."""
     fields = body.fields
-    reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
+    reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD, FILL_FIELD}
     # A file field never holds a text value (a browser's empty file input, a stray field).
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
@@ -134,7 +135,7 @@ async def _attempt(
         raise FormClosed("this form is not taking submissions")
 
     decision = await decide_status(
-        services, form, fields, values, origin=request.origin, client=request.client
+        services, form, fields, values, origin=request.origin, client=request.client, now=now
     )
     submission_id = new_id("sub")
     # Honeypot spam keeps its values for review, never its files.
@@ -209,7 +210,9 @@ def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
     each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
     canonical = {
         "values": {
-            k: v for k, v in fields.items() if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD)
+            k: v
+            for k, v in fields.items()
+            if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD, FILL_FIELD)
         },
         "files": sorted([f.field, f.name, f.sha256.hex()] for f in files),
     }

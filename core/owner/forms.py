@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.settings import Settings
+from core.spam.filltime import FILL_FIELD
 
 
 @scoped
@@ -146,6 +148,14 @@ def html_snippet(form: Mapping[str, Any], submit_url: str) -> str:
     lines.append(
         f'  <input type="text" name="{e(form["honeypot_field"])}" tabindex="-1" '
         'autocomplete="off" style="display:none">'
+    )
+    # The fill-time token, fetched when the page loads (docs/spam.md#fill-time).
+    lines.append(f'  <input type="hidden" name="{FILL_FIELD}" value="">')
+    token_url = json.dumps(f"{submit_url}/token").replace("<", "\\u003c")
+    lines.append(
+        f"  <script>(function(f){{fetch({token_url}).then(function(r){{return r.text()}})"
+        f'.then(function(t){{f.elements["{FILL_FIELD}"].value=t}})}})'
+        '(document.currentScript.closest("form"))</script>'
     )
     lines.append('  <button type="submit">Send</button>')
     lines.append("</form>")

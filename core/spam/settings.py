@@ -36,6 +36,8 @@ SCRIPTS = (
     "georgian",
 )
 Script = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
+# The longest duplicate window (seconds); the retention tick forgets fingerprints older.
+MAX_DUPLICATE_WINDOW = 30 * 86_400
 
 
 class SpamSettings(BaseModel):
@@ -77,6 +79,36 @@ class SpamSettings(BaseModel):
         default=None,
         max_length=len(SCRIPTS),
         description="opt-in: when most letters are in other scripts, spam (`spam_rule:script`)",
+    )
+
+    min_fill_seconds: float = Field(
+        default=2,
+        ge=0,
+        le=3600,
+        description="a post sooner than this after its fill-time token was issued is spam "
+        "(`too_fast`)",
+    )
+    max_token_age_seconds: int = Field(
+        default=86_400,
+        ge=60,
+        le=30 * 86_400,
+        description="a fill-time token older than this is spam (`stale_token`)",
+    )
+    require_fill_token: bool = Field(
+        default=False,
+        description="a post without a fill-time token is spam (`missing_token`); off, such "
+        "a post (a JSON client) is not penalised",
+    )
+
+    duplicate_max: int | None = Field(
+        default=3,
+        ge=1,
+        le=100_000,
+        description="the same values posted more often than this within the window, from "
+        "any addresses, are spam after the first ones (`duplicate_content`); null = off",
+    )
+    duplicate_window_seconds: int = Field(
+        default=86_400, ge=60, le=MAX_DUPLICATE_WINDOW, description="the duplicates' window"
     )
 
     @field_validator("blocked_patterns")

@@ -29,6 +29,11 @@ async def test_spam_settings__defaults_are_shown_and_a_patch_replaces_them(
             "blocked_email_domains": [],
             "block_disposable_email": True,
             "allowed_scripts": None,
+            "min_fill_seconds": 2.0,
+            "max_token_age_seconds": 86400,
+            "require_fill_token": False,
+            "duplicate_max": 3,
+            "duplicate_window_seconds": 86400,
         }
         patched = await api.patch(
             f"/v1/forms/{form}",
