@@ -2,8 +2,10 @@
 -- that learns from each organization's own decisions. Every verdict stores the submission
 -- as `spam` with the reason naming what caught it; nothing is dropped.
 
--- A form's spam settings (`core.spam.settings.SpamSettings`; `{}` = the defaults).
+-- A form's spam settings (`core.spam.settings.SpamSettings`; `{}` = the defaults), and the
+-- write-only secrets of its external checks (hCaptcha, reCAPTCHA, Akismet).
 ALTER TABLE forms ADD COLUMN spam jsonb NOT NULL DEFAULT '{}';
+ALTER TABLE forms ADD COLUMN spam_secrets jsonb NOT NULL DEFAULT '{}';
 
 -- The learned filter's score of a submission it judged (0–1, the probability of spam).
 ALTER TABLE submissions ADD COLUMN spam_score real CHECK (spam_score BETWEEN 0 AND 1);
@@ -14,10 +16,11 @@ ALTER TABLE submissions ADD CONSTRAINT submissions_reason_matches_status CHECK (
     OR (status = 'spam' AND reason IS NOT NULL AND reason IN ('honeypot', 'marked_spam',
         'spam_rule:links', 'spam_rule:words', 'spam_rule:patterns', 'spam_rule:email_domain',
         'spam_rule:disposable_email', 'spam_rule:script', 'too_fast', 'stale_token',
-        'forged_token', 'missing_token', 'duplicate_content', 'learned'))
+        'forged_token', 'missing_token', 'duplicate_content', 'learned', 'akismet'))
     OR (status = 'quarantined' AND reason IS NOT NULL AND reason IN ('origin_rejected',
         'rate_limited', 'turnstile_failed', 'turnstile_unavailable', 'schema_violation',
-        'schema_unchecked', 'schema_error'))
+        'schema_unchecked', 'schema_error', 'hcaptcha_failed', 'hcaptcha_unavailable',
+        'recaptcha_failed', 'recaptcha_unavailable', 'akismet_unavailable'))
 );
 -- The spam counts per reason over 30 days (`GET /v1/forms/{id}/spam`).
 CREATE INDEX submissions_form_spam_idx ON submissions (form_id, received_at)

@@ -22,6 +22,7 @@ from core.http.v1 import (
     keys,
     routes,
     schemas,
+    spam,
     submissions,
     usage,
 )
@@ -42,6 +43,7 @@ V1_ROUTERS: list[APIRouter] = [
     alerts.router,
     digests.router,
     usage.router,
+    spam.router,
 ]
 
 

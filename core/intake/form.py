@@ -3,7 +3,7 @@ from an earlier submit and confirmed by the insert itself.
 
 `resolve_form` reads the form (one round trip). `form_for_submit` keeps what it read, per
 database and form, for the forms whose submit path does nothing outside the database
-before the insert (no Turnstile secret, no file fields): their next submits skip the
+before the insert (no Turnstile or spam secret, no file fields): their next submits skip the
 read. Such a form (`Form.kept`) carries the revision it was read at, and the insert stores
 nothing unless the form is still at that revision and the month's count still puts the
 submission on the side of the quota the submit assumed (`insert_submission`); otherwise
@@ -52,6 +52,8 @@ class Form:
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
     spam: SpamSettings
+    # The secrets of the form's external spam checks (`core.spam.external`).
+    spam_secrets: Mapping[str, str]
     plan: str
     # The schema the checks use: the owner's latest (`manual`), or without one the latest
     # suggestion (`suggested`, which only `observe` reports drift against).
@@ -70,7 +72,12 @@ class Form:
     def keepable(self) -> bool:
         """Whether later submits may use this form as read now: it takes submissions, and
         nothing its submit path does before the insert reaches outside the database."""
-        return self.accepting and not self.turnstile_secret and not self.file_fields
+        return (
+            self.accepting
+            and not self.turnstile_secret
+            and not self.spam_secrets
+            and not self.file_fields
+        )
 
 
 # Forms kept per database (a process has one; tests have several), at most KEPT_FORMS each.
@@ -134,6 +141,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         consent_field=row["consent_field"],
         ack_email=row["ack_email"],
         spam=spam_settings(row["spam"]),
+        spam_secrets=row["spam_secrets"],
         plan=row["plan"],
         schema_version=row["schema_version"],
         schema=row["schema"],

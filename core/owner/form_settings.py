@@ -19,7 +19,7 @@ from pydantic import (
 from core.destinations.templates import template_errors
 from core.platform.errors import InvalidInput, InvalidTemplate
 from core.platform.vocabulary import SchemaMode
-from core.spam.settings import SpamSettings, spam_settings
+from core.spam.settings import SpamSecrets, SpamSettings, spam_settings
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_FILES_PER_FIELD = 5
@@ -155,6 +155,11 @@ class FormFields(BaseModel):
     spam: SpamSettings = Field(
         default_factory=lambda: SpamSettings(), description="spam rules (docs/spam.md)"
     )
+    spam_secrets: SpamSecrets | None = Field(
+        default=None,
+        description="secrets of the external spam checks; write-only (reads show `spam_checks`)",
+        json_schema_extra={"writeOnly": True},
+    )
     turnstile_secret: TurnstileSecret | None = Field(
         default=None,
         description="Cloudflare Turnstile secret; write-only (reads show `turnstile_enabled`)",
@@ -190,6 +195,12 @@ class FormPatch(BaseModel):
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
     spam: SpamSettings | None = None
+    spam_secrets: SpamSecrets | None = Field(
+        default=None,
+        description="write-only; keys given set or (null) remove a secret, keys left out keep "
+        "theirs; null removes them all",
+        json_schema_extra={"writeOnly": True},
+    )
     turnstile_secret: TurnstileSecret | None = Field(
         default=None,
         description="write-only; null turns Turnstile off",

@@ -29,6 +29,7 @@ SubmissionReason = Literal[
     "missing_token",
     "duplicate_content",
     "learned",
+    "akismet",
     "origin_rejected",
     "rate_limited",
     "turnstile_failed",
@@ -36,6 +37,11 @@ SubmissionReason = Literal[
     "schema_violation",
     "schema_unchecked",
     "schema_error",
+    "hcaptcha_failed",
+    "hcaptcha_unavailable",
+    "recaptcha_failed",
+    "recaptcha_unavailable",
+    "akismet_unavailable",
 ]
 # spam_training.label: how the learned filter was taught a submission (docs/spam.md).
 TrainingLabel = Literal["spam", "ham"]

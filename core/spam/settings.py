@@ -111,6 +111,31 @@ class SpamSettings(BaseModel):
         default=86_400, ge=60, le=MAX_DUPLICATE_WINDOW, description="the duplicates' window"
     )
 
+    learned: bool = Field(
+        default=True,
+        description="the organization's learned filter judges this form's posts (`learned`)",
+    )
+    learned_threshold: float = Field(
+        default=0.9,
+        ge=0.5,
+        le=0.9999,
+        description="a post the learned filter scores at or above this is spam",
+    )
+
+    recaptcha_min_score: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="with a reCAPTCHA secret, a v3 score below this is quarantined "
+        "(`recaptcha_failed`)",
+    )
+    akismet_site: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="the site Akismet is told the form belongs to (`blog`); null = "
+        "POSTBAG_PUBLIC_URL",
+    )
+
     @field_validator("blocked_patterns")
     @classmethod
     def _check_patterns(cls, value: list[str]) -> list[str]:
@@ -131,6 +156,20 @@ class SpamSettings(BaseModel):
             if script not in SCRIPTS:
                 raise ValueError(f"{script!r} is not one of {', '.join(SCRIPTS)}")
         return list(dict.fromkeys(value))
+
+
+Secret = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class SpamSecrets(BaseModel):
+    """The write-only secrets that turn a form's external checks on. In a `PATCH`, a key
+    with a value sets it, a key with null removes it, a key left out keeps it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hcaptcha_secret: Secret | None = Field(default=None, json_schema_extra={"writeOnly": True})
+    recaptcha_secret: Secret | None = Field(default=None, json_schema_extra={"writeOnly": True})
+    akismet_key: Secret | None = Field(default=None, json_schema_extra={"writeOnly": True})
 
 
 def spam_settings(stored: Any) -> SpamSettings:

@@ -1,6 +1,7 @@
 """The spam verdict on one submission (docs/spam.md): the one call the submit path makes,
 after the rate limit and before Turnstile and the schema. The first check that applies
-decides: the fill-time token, the content rules, duplicates."""
+decides: the fill-time token, the content rules, duplicates, the learned filter, the
+external checks."""
 
 from __future__ import annotations
 
@@ -11,17 +12,24 @@ from typing import Any
 
 from core.intake.form import Form
 from core.intake.values import first_text
+from core.platform.queries import queries
 from core.platform.services import Services
 from core.spam.duplicates import duplicate_reason
+from core.spam.external import external_verdict
 from core.spam.filltime import FILL_FIELD, fill_time_reason
+from core.spam.learned import hashed, score, tokens
+from core.spam.model import read_counts, train
 from core.spam.rules import rule_hit
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Why a submission is spam."""
+    """Why a submission is spam (or, when an external check could not tell, quarantined),
+    with the learned filter's score when it decided."""
 
     reason: str
+    score: float | None = None
+    status: str = "spam"
 
 
 async def spam_verdict(
@@ -30,6 +38,7 @@ async def spam_verdict(
     fields: Mapping[str, Any],
     values: Mapping[str, Any],
     *,
+    client: str,
     now: datetime,
 ) -> Verdict | None:
     """The verdict on a post (`fields` as sent, `values` as they will be stored) under its
@@ -56,4 +65,63 @@ async def spam_verdict(
         )
     if reason is not None:
         return Verdict(reason)
+    if settings.learned:
+        learned = await _learned(services, form, values)
+        if learned is not None:
+            return learned
+    if form.spam_secrets:
+        found = await external_verdict(
+            services.settings, settings, form.spam_secrets, fields, values, client=client
+        )
+        if found is not None:
+            status, reason = found
+            return Verdict(reason, status=status)
     return None
+
+
+async def _learned(services: Services, form: Form, values: Mapping[str, Any]) -> Verdict | None:
+    token_hashes = hashed(tokens(values), services.settings.require_secret_key())
+    if not token_hashes:
+        return None
+    counts = await read_counts(services, form.organization_id, token_hashes)
+    if counts is None:
+        return None
+    judged = score(counts, token_hashes)
+    if judged >= form.spam.learned_threshold:
+        return Verdict("learned", judged)
+    return None
+
+
+async def record_verdict(
+    services: Services,
+    form: Form,
+    submission_id: str,
+    verdict: Verdict,
+    values: Mapping[str, Any],
+    *,
+    now: datetime,
+) -> None:
+    """After a submission was stored as spam by `verdict`: keep the learned filter's score,
+    or teach the filter a content rule's hit."""
+    if verdict.score is None and not verdict.reason.startswith("spam_rule:"):
+        return
+    async with services.db.connection() as conn, conn.transaction():
+        if verdict.score is not None:
+            await conn.execute(
+                queries["set_spam_score"],
+                {
+                    "id": submission_id,
+                    "organization_id": form.organization_id,
+                    "score": verdict.score,
+                },
+            )
+        else:
+            await train(
+                conn,
+                organization_id=form.organization_id,
+                submission_id=submission_id,
+                label="spam",
+                values=values,
+                secret_key=services.settings.require_secret_key(),
+                now=now,
+            )

@@ -34,6 +34,10 @@ async def test_spam_settings__defaults_are_shown_and_a_patch_replaces_them(
             "require_fill_token": False,
             "duplicate_max": 3,
             "duplicate_window_seconds": 86400,
+            "learned": True,
+            "learned_threshold": 0.9,
+            "recaptcha_min_score": 0.5,
+            "akismet_site": None,
         }
         patched = await api.patch(
             f"/v1/forms/{form}",

@@ -1,8 +1,10 @@
 """What the spam tests share: a tenant with a form whose spam settings are set through
-`/v1`, and a post through `POST /s/{form}` that returns the stored status and reason."""
+`/v1`, a post through `POST /s/{form}` that returns the stored status and reason, and an
+address where no service answers."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import httpx
@@ -48,3 +50,11 @@ async def stored(
         id=response.json()["receipt"],
     )
     return row["status"], row["reason"]
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens (the service does not answer at all)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/check"

@@ -28,6 +28,14 @@ from core.spam.settings import SpamSettings
 router = APIRouter(tags=["forms"], responses=problems(401, 503))
 
 
+class SpamChecks(BaseModel):
+    """Which external spam checks have a secret stored (docs/spam.md#external-checks)."""
+
+    hcaptcha: bool
+    recaptcha: bool
+    akismet: bool
+
+
 class Form(BaseModel):
     """A form as read: every setting except the Turnstile secret, which shows as a flag."""
 
@@ -45,6 +53,7 @@ class Form(BaseModel):
     consent_field: str | None
     ack_email: AckEmail | None
     spam: SpamSettings
+    spam_checks: SpamChecks
     turnstile_enabled: bool
     submit_url: str = Field(description="where the website posts: `POSTBAG_PUBLIC_URL/s/{id}`")
     html_snippet: str = Field(description="a minimal HTML form posting to `submit_url`")
@@ -59,6 +68,7 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
             **fields_of(row),
             "id": row["id"],
             "turnstile_enabled": row["turnstile_enabled"],
+            "spam_checks": row["spam_checks"],
             "submit_url": url,
             "html_snippet": forms.html_snippet(row, url),
             "created_at": row["created_at"],
