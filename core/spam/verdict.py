@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
+
 from core.intake.form import Form
 from core.intake.values import first_text
+from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.spam.duplicates import duplicate_reason
@@ -102,26 +105,34 @@ async def record_verdict(
     now: datetime,
 ) -> None:
     """After a submission was stored as spam by `verdict`: keep the learned filter's score,
-    or teach the filter a content rule's hit."""
+    or teach the filter a content rule's hit. A failure is logged, never raised: the
+    submission is stored already."""
     if verdict.score is None and not verdict.reason.startswith("spam_rule:"):
         return
-    async with services.db.connection() as conn, conn.transaction():
-        if verdict.score is not None:
-            await conn.execute(
-                queries["set_spam_score"],
-                {
-                    "id": submission_id,
-                    "organization_id": form.organization_id,
-                    "score": verdict.score,
-                },
-            )
-        else:
-            await train(
-                conn,
-                organization_id=form.organization_id,
-                submission_id=submission_id,
-                label="spam",
-                values=values,
-                secret_key=services.settings.require_secret_key(),
-                now=now,
-            )
+    try:
+        async with services.db.connection() as conn, conn.transaction():
+            if verdict.score is not None:
+                await conn.execute(
+                    queries["set_spam_score"],
+                    {
+                        "id": submission_id,
+                        "organization_id": form.organization_id,
+                        "score": verdict.score,
+                    },
+                )
+            else:
+                await train(
+                    conn,
+                    organization_id=form.organization_id,
+                    submission_id=submission_id,
+                    label="spam",
+                    values=values,
+                    secret_key=services.settings.require_secret_key(),
+                    now=now,
+                )
+    except psycopg.Error:
+        # The submission is stored: its answer does not wait on, or fail for, the filter.
+        log.warning(
+            "could not record the spam verdict",
+            extra={"org_id": form.organization_id, "submission_id": submission_id},
+        )

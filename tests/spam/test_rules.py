@@ -135,3 +135,17 @@ async def test_rules__a_large_post_under_many_patterns_is_stored_within_the_budg
         elapsed = time.monotonic() - started
     assert result == ("accepted", None)
     assert elapsed < 5, elapsed
+
+
+async def test_rules__a_rule_not_reached_within_the_budget_matches_nothing(
+    services: Services,
+    conn: Conn,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, form = await spam_form(services, conn, {"blocked_words": ["casino"]})
+    monkeypatch.setattr("core.spam.rules.RULES_BUDGET", 0.0)
+    async with submit_client(services) as client:
+        result = await stored(client, conn, form, {"message": "best casino"})
+    assert result == ("accepted", None)
+    assert "spam rules stopped at their time budget" in caplog.text
