@@ -28,7 +28,7 @@ from core.platform.errors import NotFound
 from core.platform.ids import is_id
 from core.platform.queries import queries
 from core.platform.services import Services
-from core.spam.settings import SpamSettings, spam_settings
+from core.spam.config import SpamConfig, spam_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ class Form:
     turnstile_secret: str | None
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
-    spam: SpamSettings
+    spam: SpamConfig
     # The secrets of the form's external spam checks (`core.spam.external`).
     spam_secrets: Mapping[str, str]
     plan: str
@@ -140,7 +140,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         turnstile_secret=row["turnstile_secret"],
         consent_field=row["consent_field"],
         ack_email=row["ack_email"],
-        spam=spam_settings(row["spam"]),
+        spam=spam_config(row["spam"]),
         spam_secrets=row["spam_secrets"],
         plan=row["plan"],
         schema_version=row["schema_version"],

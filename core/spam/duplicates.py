@@ -1,11 +1,11 @@
 """Duplicates (docs/spam.md#duplicates): the same normalised values posted to one form more
 than `duplicate_max` times in a window, from any addresses, are spam after the first ones.
 
-Each post adds one to its fingerprint's count in one upsert (`count_fingerprint`), which
-starts a new window once the old one is over; concurrent posts queue on the row, so the
-count is exact. A fingerprint is a keyed hash (HMAC-SHA256 under the secret key, 16
-bytes) of the values case-folded with their spaces collapsed, never the values; the
-retention tick deletes those whose window is over.
+Each post adds one to its fingerprint's count in one upsert (in `spam_lookup`, which also
+reads the learned filter's counts) that starts a new window once the old one is over;
+concurrent posts queue on the row, so the count is exact. A fingerprint is a keyed hash
+(HMAC-SHA256 under the secret key, 16 bytes) of the values case-folded with their spaces
+collapsed, never the values; the retention tick deletes those whose window is over.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
-from core.platform.queries import queries
-from core.platform.services import Services
-from core.spam.settings import SpamSettings
+from core.spam.config import SpamConfig
 from core.spam.text import MAX_TEXT
 
 # Values with less text than this are not counted: short answers (a choice, a yes) repeat
@@ -46,31 +43,9 @@ def _normal(value: Any) -> Any:
     return value
 
 
-async def duplicate_reason(
-    services: Services,
-    settings: SpamSettings,
-    *,
-    form_id: str,
-    organization_id: str,
-    values: Mapping[str, Any],
-    now: datetime,
-) -> str | None:
+def duplicate_reason(settings: SpamConfig, count: int | None) -> str | None:
     """`duplicate_content` when this post's values were posted to the form more than
-    `duplicate_max` times in the window, counting this one; else None."""
-    if settings.duplicate_max is None:
+    `duplicate_max` times in the window (`count`, this one included); else None."""
+    if settings.duplicate_max is None or count is None:
         return None
-    hashed = fingerprint(values, services.settings.require_secret_key())
-    if hashed is None:
-        return None
-    params = {
-        "form_id": form_id,
-        "organization_id": organization_id,
-        "fingerprint": hashed,
-        "now": now,
-        "window": settings.duplicate_window_seconds,
-    }
-    async with services.db.connection() as conn:
-        cur = await conn.execute(queries["count_fingerprint"], params)
-        row = await cur.fetchone()
-    assert row is not None
-    return "duplicate_content" if row["count"] > settings.duplicate_max else None
+    return "duplicate_content" if count > settings.duplicate_max else None

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.intake.values import first_text
 from core.platform.settings import Settings
-from core.spam.settings import SpamSettings
+from core.spam.config import SpamConfig
 
 HCAPTCHA_FIELD = "h-captcha-response"
 RECAPTCHA_FIELD = "g-recaptcha-response"
@@ -61,7 +61,7 @@ async def _siteverify(
 
 
 def _akismet_data(
-    app: Settings, settings: SpamSettings, key: str, values: Mapping[str, Any], client: str
+    app: Settings, settings: SpamConfig, key: str, values: Mapping[str, Any], client: str
 ) -> dict[str, str]:
     texts = [str(v) for v in values.values() if isinstance(v, str)]
     data = {
@@ -80,7 +80,7 @@ def _akismet_data(
 
 async def external_verdict(
     app: Settings,
-    settings: SpamSettings,
+    settings: SpamConfig,
     secrets: Mapping[str, str],
     fields: Mapping[str, Any],
     values: Mapping[str, Any],

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 from datetime import datetime
 
-from core.spam.settings import SpamSettings
+from core.spam.config import SpamConfig
 
 FILL_FIELD = "_fill_token"
 MAX_TOKEN = 64
@@ -34,7 +34,7 @@ def fill_token(secret_key: bytes, form_id: str, now: datetime) -> str:
 
 
 def fill_time_reason(
-    settings: SpamSettings, secret_key: bytes, form_id: str, token: str | None, now: datetime
+    settings: SpamConfig, secret_key: bytes, form_id: str, token: str | None, now: datetime
 ) -> str | None:
     """The spam reason the token gives (`too_fast`, `stale_token`, `forged_token`, or
     `missing_token` when the form requires one), or None."""

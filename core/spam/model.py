@@ -11,7 +11,6 @@ from typing import Any
 
 from core.platform.db import Conn
 from core.platform.queries import queries
-from core.platform.services import Services
 from core.platform.vocabulary import TrainingLabel
 from core.spam.learned import MIN_DOCS, Counts, hashed, heaviest, tokens
 
@@ -19,30 +18,16 @@ from core.spam.learned import MIN_DOCS, Counts, hashed, heaviest, tokens
 MAX_MODEL_TOKENS = 20_000
 
 
-async def _counts(
-    conn: Conn, organization_id: str, token_hashes: list[bytes], min_docs: int
-) -> Counts | None:
-    cur = await conn.execute(
-        queries["spam_model_counts"],
-        {"organization_id": organization_id, "tokens": token_hashes, "min_docs": min_docs},
-    )
-    found = await cur.fetchall()
-    if not found:
+def counts_of(found: list[dict[str, Any]]) -> Counts | None:
+    """The model's counts from the rows of `spam_lookup` or `spam_model_counts` (one per
+    token it knows), or None while it is not ready."""
+    if not found or found[0]["spam_docs"] is None:
         return None
     return Counts(
         spam_docs=found[0]["spam_docs"],
         ham_docs=found[0]["ham_docs"],
         tokens={bytes(r["token"]): (r["spam"], r["ham"]) for r in found if r["token"] is not None},
     )
-
-
-async def read_counts(
-    services: Services, organization_id: str, token_hashes: list[bytes]
-) -> Counts | None:
-    """The model's counts of these tokens, or None while it is not ready (trained on fewer
-    than MIN_DOCS of either class). One read on the submit path."""
-    async with services.db.connection() as conn:
-        return await _counts(conn, organization_id, token_hashes, MIN_DOCS)
 
 
 async def weighed_tokens(
@@ -56,7 +41,11 @@ async def weighed_tokens(
         return []
     token_list = tokens(values)
     token_hashes = hashed(token_list, secret_key)
-    counts = await _counts(conn, organization_id, token_hashes, 0)
+    cur = await conn.execute(
+        queries["spam_model_counts"],
+        {"organization_id": organization_id, "tokens": token_hashes, "min_docs": 0},
+    )
+    counts = counts_of(await cur.fetchall())
     return [] if counts is None else heaviest(counts, token_list, token_hashes)
 
 

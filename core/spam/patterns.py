@@ -7,13 +7,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import jsonschema_rs
-
 
 @lru_cache(maxsize=1024)
 def compile_pattern(pattern: str) -> Any | None:
     """A matcher of `pattern` (searched anywhere in a text), or None when it is not a
     pattern the engine runs."""
+    # Imported here: only forms with blocked patterns need the engine (a cold start of the
+    # submit path does without it).
+    import jsonschema_rs
+
     try:
         return jsonschema_rs.validator_for(
             {"type": "string", "pattern": pattern},

@@ -14,11 +14,9 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from disposable_email_domains import blocklist as _DISPOSABLE
-
 from core.platform.logs import log
+from core.spam.config import SpamConfig
 from core.spam.patterns import found
-from core.spam.settings import SpamSettings
 from core.spam.text import texts, words
 
 RULES_BUDGET = 0.05  # seconds for all of a submission's rules
@@ -31,7 +29,7 @@ _EMAIL = re.compile(r"^[^@\s]{1,64}@([A-Za-z0-9.-]{1,253})$")
 Texts = list[tuple[str, str]]
 
 
-def _links(settings: SpamSettings, found_texts: Texts) -> bool:
+def _links(settings: SpamConfig, found_texts: Texts) -> bool:
     if settings.max_links is None:
         return False
     count = 0
@@ -53,29 +51,35 @@ def _domains(found_texts: Texts) -> list[list[str]]:
     return found_domains
 
 
-def _email_domain(settings: SpamSettings, found_texts: Texts) -> bool:
+def _email_domain(settings: SpamConfig, found_texts: Texts) -> bool:
     blocked = set(settings.blocked_email_domains)
     return bool(blocked) and any(blocked.intersection(d) for d in _domains(found_texts))
 
 
-def _disposable_email(settings: SpamSettings, found_texts: Texts) -> bool:
+def _disposable_email(settings: SpamConfig, found_texts: Texts) -> bool:
     if not settings.block_disposable_email:
         return False
-    return any(_DISPOSABLE.intersection(d[:-1] or d) for d in _domains(found_texts))
+    found_domains = _domains(found_texts)
+    if not found_domains:
+        return False
+    # Imported here, once: about 10 000 domains that a post without an address never needs.
+    from disposable_email_domains import blocklist
+
+    return any(blocklist.intersection(d[:-1] or d) for d in found_domains)
 
 
 def _phrase(text: str) -> str:
     return " " + " ".join(words(text)) + " "
 
 
-def _words(settings: SpamSettings, found_texts: Texts) -> bool:
+def _words(settings: SpamConfig, found_texts: Texts) -> bool:
     if not settings.blocked_words:
         return False
     phrases = [p for p in (_phrase(w) for w in settings.blocked_words) if p.strip()]
     return any(p in _phrase(text) for _, text in found_texts for p in phrases)
 
 
-def _patterns(settings: SpamSettings, found_texts: Texts, deadline: float) -> bool:
+def _patterns(settings: SpamConfig, found_texts: Texts, deadline: float) -> bool:
     for pattern in settings.blocked_patterns:
         for _, text in found_texts:
             if found(pattern, text):
@@ -90,7 +94,7 @@ def _script_of(char: str) -> str:
     return name.split(" ", 1)[0].lower()
 
 
-def _script(settings: SpamSettings, found_texts: Texts) -> bool:
+def _script(settings: SpamConfig, found_texts: Texts) -> bool:
     if not settings.allowed_scripts:
         return False
     allowed = set(settings.allowed_scripts)
@@ -108,7 +112,7 @@ def _script(settings: SpamSettings, found_texts: Texts) -> bool:
     return inside + outside >= SCRIPT_MIN_LETTERS and outside > inside
 
 
-_RULES: tuple[tuple[str, Callable[[SpamSettings, Texts], bool]], ...] = (
+_RULES: tuple[tuple[str, Callable[[SpamConfig, Texts], bool]], ...] = (
     ("links", _links),
     ("email_domain", _email_domain),
     ("disposable_email", _disposable_email),
@@ -117,7 +121,7 @@ _RULES: tuple[tuple[str, Callable[[SpamSettings, Texts], bool]], ...] = (
 )
 
 
-def rule_hit(settings: SpamSettings, values: Mapping[str, Any]) -> str | None:
+def rule_hit(settings: SpamConfig, values: Mapping[str, Any]) -> str | None:
     """The reason of the first rule the values match (`spam_rule:<rule>`), or None. Rules
     not reached within RULES_BUDGET match nothing."""
     deadline = time.monotonic() + RULES_BUDGET

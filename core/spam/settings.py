@@ -1,4 +1,6 @@
-"""A form's spam settings (`spam` on the form; docs/spam.md lists each and its default)."""
+"""A form's spam settings as the API and the dashboard write them (`spam` on the form;
+docs/spam.md lists each and its default): the validated model, with the defaults of
+`core.spam.config`, which the submit path reads."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from core.spam.config import DEFAULTS, MAX_DUPLICATE_WINDOW
 from core.spam.patterns import compile_pattern
 
 Word = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
@@ -36,8 +39,6 @@ SCRIPTS = (
     "georgian",
 )
 Script = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
-# The longest duplicate window (seconds); the retention tick forgets fingerprints older.
-MAX_DUPLICATE_WINDOW = 30 * 86_400
 
 
 class SpamSettings(BaseModel):
@@ -47,7 +48,7 @@ class SpamSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_links: int | None = Field(
-        default=3,
+        default=DEFAULTS.max_links,
         ge=0,
         le=1000,
         description="more links than this across the values is spam (`spam_rule:links`); "
@@ -71,7 +72,7 @@ class SpamSettings(BaseModel):
         "(`spam_rule:email_domain`)",
     )
     block_disposable_email: bool = Field(
-        default=True,
+        default=DEFAULTS.block_disposable_email,
         description="an address at a known disposable-mail domain is spam "
         "(`spam_rule:disposable_email`)",
     )
@@ -82,55 +83,58 @@ class SpamSettings(BaseModel):
     )
 
     min_fill_seconds: float = Field(
-        default=2,
+        default=DEFAULTS.min_fill_seconds,
         ge=0,
         le=3600,
         description="a post sooner than this after its fill-time token was issued is spam "
         "(`too_fast`)",
     )
     max_token_age_seconds: int = Field(
-        default=86_400,
+        default=DEFAULTS.max_token_age_seconds,
         ge=60,
         le=30 * 86_400,
         description="a fill-time token older than this is spam (`stale_token`)",
     )
     require_fill_token: bool = Field(
-        default=False,
+        default=DEFAULTS.require_fill_token,
         description="a post without a fill-time token is spam (`missing_token`); off, such "
         "a post (a JSON client) is not penalised",
     )
 
     duplicate_max: int | None = Field(
-        default=3,
+        default=DEFAULTS.duplicate_max,
         ge=1,
         le=100_000,
         description="the same values posted more often than this within the window, from "
         "any addresses, are spam after the first ones (`duplicate_content`); null = off",
     )
     duplicate_window_seconds: int = Field(
-        default=86_400, ge=60, le=MAX_DUPLICATE_WINDOW, description="the duplicates' window"
+        default=DEFAULTS.duplicate_window_seconds,
+        ge=60,
+        le=MAX_DUPLICATE_WINDOW,
+        description="the duplicates' window",
     )
 
     learned: bool = Field(
-        default=True,
+        default=DEFAULTS.learned,
         description="the organization's learned filter judges this form's posts (`learned`)",
     )
     learned_threshold: float = Field(
-        default=0.9,
+        default=DEFAULTS.learned_threshold,
         ge=0.5,
         le=0.9999,
         description="a post the learned filter scores at or above this is spam",
     )
 
     recaptcha_min_score: float = Field(
-        default=0.5,
+        default=DEFAULTS.recaptcha_min_score,
         ge=0,
         le=1,
         description="with a reCAPTCHA secret, a v3 score below this is quarantined "
         "(`recaptcha_failed`)",
     )
     akismet_site: str | None = Field(
-        default=None,
+        default=DEFAULTS.akismet_site,
         max_length=2048,
         description="the site Akismet is told the form belongs to (`blog`); null = "
         "POSTBAG_PUBLIC_URL",

@@ -17,11 +17,11 @@ from core.intake.values import first_text
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
-from core.spam.duplicates import duplicate_reason
+from core.spam.duplicates import duplicate_reason, fingerprint
 from core.spam.external import external_verdict
 from core.spam.filltime import FILL_FIELD, fill_time_reason
-from core.spam.learned import hashed, score, tokens
-from core.spam.model import read_counts, train
+from core.spam.learned import MIN_DOCS, hashed, score, tokens
+from core.spam.model import counts_of, train
 from core.spam.rules import rule_hit
 
 
@@ -57,21 +57,11 @@ async def spam_verdict(
     )
     if reason is None:
         reason = rule_hit(settings, values)
-    if reason is None:
-        reason = await duplicate_reason(
-            services,
-            settings,
-            form_id=form.id,
-            organization_id=form.organization_id,
-            values=values,
-            now=now,
-        )
     if reason is not None:
         return Verdict(reason)
-    if settings.learned:
-        learned = await _learned(services, form, values)
-        if learned is not None:
-            return learned
+    stored = await _duplicates_and_learned(services, form, values, now)
+    if stored is not None:
+        return stored
     if form.spam_secrets:
         found = await external_verdict(
             services.settings, settings, form.spam_secrets, fields, values, client=client
@@ -82,15 +72,39 @@ async def spam_verdict(
     return None
 
 
-async def _learned(services: Services, form: Form, values: Mapping[str, Any]) -> Verdict | None:
-    token_hashes = hashed(tokens(values), services.settings.require_secret_key())
-    if not token_hashes:
+async def _duplicates_and_learned(
+    services: Services, form: Form, values: Mapping[str, Any], now: datetime
+) -> Verdict | None:
+    """Duplicates, then the learned filter, from one statement (`spam_lookup`): the post's
+    fingerprint counted, and the model's counts of its tokens read."""
+    settings = form.spam
+    key = services.settings.require_secret_key()
+    hashed_values = fingerprint(values, key) if settings.duplicate_max is not None else None
+    token_hashes = hashed(tokens(values), key) if settings.learned else []
+    if hashed_values is None and not token_hashes:
         return None
-    counts = await read_counts(services, form.organization_id, token_hashes)
-    if counts is None:
+    async with services.db.connection() as conn:
+        cur = await conn.execute(
+            queries["spam_lookup"],
+            {
+                "form_id": form.id,
+                "organization_id": form.organization_id,
+                "fingerprint": hashed_values,
+                "now": now,
+                "window": settings.duplicate_window_seconds,
+                "tokens": token_hashes,
+                "min_docs": MIN_DOCS,
+            },
+        )
+        found = await cur.fetchall()
+    reason = duplicate_reason(settings, found[0]["duplicates"])
+    if reason is not None:
+        return Verdict(reason)
+    counts = counts_of(found)
+    if counts is None or not token_hashes:
         return None
     judged = score(counts, token_hashes)
-    if judged >= form.spam.learned_threshold:
+    if judged >= settings.learned_threshold:
         return Verdict("learned", judged)
     return None
 

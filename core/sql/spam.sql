@@ -1,14 +1,30 @@
--- name: count_fingerprint
--- Count one post of these values to the form: a new fingerprint, or one whose window is
--- over, starts a window at 1; otherwise its count grows. Returns the count with this post.
-INSERT INTO spam_fingerprints AS f (form_id, organization_id, fingerprint, window_start, count)
-VALUES (%(form_id)s, %(organization_id)s, %(fingerprint)s, %(now)s, 1)
-ON CONFLICT ON CONSTRAINT spam_fingerprints_key DO UPDATE
-   SET count = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s) THEN 1
-                    ELSE least(f.count + 1, 1000000) END,
-       window_start = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s)
-                           THEN %(now)s ELSE f.window_start END
-RETURNING count
+-- name: spam_lookup
+-- The submit path's one statement for the spam checks. Counts one post of these values to
+-- the form when it has a fingerprint: a new one, or one whose window is over, starts a
+-- window at 1, otherwise its count grows (`duplicates`, the count with this post; null
+-- without a fingerprint). And reads the organization's model, when it is trained on at
+-- least `min_docs` of each class, with the counts of the tokens asked for: one row per
+-- token it knows, at least one row (nulls when the model is not ready).
+WITH counted AS (
+    INSERT INTO spam_fingerprints AS f (form_id, organization_id, fingerprint, window_start,
+                                        count)
+    SELECT %(form_id)s, %(organization_id)s, %(fingerprint)s::bytea, %(now)s, 1
+     WHERE %(fingerprint)s::bytea IS NOT NULL
+    ON CONFLICT ON CONSTRAINT spam_fingerprints_key DO UPDATE
+       SET count = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s)
+                        THEN 1 ELSE least(f.count + 1, 1000000) END,
+           window_start = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s)
+                               THEN %(now)s ELSE f.window_start END
+    RETURNING count
+)
+SELECT (SELECT count FROM counted) AS duplicates, m.spam_docs, m.ham_docs, t.token, t.spam,
+       t.ham
+  FROM (SELECT 1) one
+  LEFT JOIN spam_models m
+    ON m.organization_id = %(organization_id)s
+   AND m.spam_docs >= %(min_docs)s AND m.ham_docs >= %(min_docs)s
+  LEFT JOIN spam_tokens t
+    ON t.organization_id = m.organization_id AND t.token = ANY(%(tokens)s::bytea[])
 
 -- name: spam_model_counts
 -- The organization's model, when it is trained on at least `min_docs` of each class, with

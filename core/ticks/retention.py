@@ -33,7 +33,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
-from core.spam.settings import MAX_DUPLICATE_WINDOW
+from core.spam.config import MAX_DUPLICATE_WINDOW
 from core.submissions.erasure import erase_many
 from core.ticks.inference import infer_schema
 
