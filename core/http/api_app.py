@@ -23,6 +23,7 @@ from core.http.v1 import (
     keys,
     routes,
     schemas,
+    spam,
     streams,
     submissions,
     usage,
@@ -45,6 +46,7 @@ V1_ROUTERS: list[APIRouter] = [
     digests.router,
     usage.router,
     streams.router,
+    spam.router,
 ]
 
 

@@ -13,7 +13,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 
 from core.http import health, home
@@ -26,8 +32,10 @@ from core.intake.visitor import client_address
 from core.intake.wakeup import wake_deliveries
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError
+from core.platform.ids import is_id
 from core.platform.metrics import count_submission
 from core.platform.services import Services
+from core.spam.filltime import fill_token as issue_fill_token
 
 _PREFLIGHT_HEADERS = "Content-Type, Accept, Idempotency-Key"
 
@@ -286,6 +294,21 @@ async def preflight(request: Request) -> Response:
     return Response(status_code=204, headers=headers)
 
 
+async def fill_token(request: Request) -> Response:
+    """`GET /s/{form}/token`: a fresh fill-time token for the form's page (docs/spam.md).
+    Not secret and not stored: any page may fetch one, none reads the database."""
+    services: Services = request.app.state.services
+    form_id: str = request.path_params["form_id"]
+    if not is_id(form_id, "frm"):
+        return PlainTextResponse("no such form\n", status_code=404)
+    token = issue_fill_token(
+        services.settings.require_secret_key(), form_id, request.app.state.clock()
+    )
+    return PlainTextResponse(
+        token, headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "no-store"}
+    )
+
+
 def create_submit_app(services: Services, *, local: bool = False) -> Starlette:
     """Build the submit app around one process's services (plain Starlette: a small cold start).
 
@@ -298,6 +321,7 @@ def create_submit_app(services: Services, *, local: bool = False) -> Starlette:
             Route("/health", health.health, methods=["GET"]),
             Route("/s/{form_id}", submit, methods=["POST"]),
             Route("/s/{form_id}", preflight, methods=["OPTIONS"]),
+            Route("/s/{form_id}/token", fill_token, methods=["GET"]),
         ]
     )
     app.state.services = services

@@ -1,16 +1,18 @@
 """The status a submission is stored with (docs/submit.md).
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
-rate limit, Turnstile, schema (`quarantined`). Later checks are skipped once one applies,
-so a bot costs no Turnstile call and no schema check. The schema check runs in the
-checker's child processes within a budget (`core.schemas.checker`): whatever it answers,
-the submission gets a status, never an error.
+rate limit (`quarantined`), the spam checks (`spam`, or `quarantined` when an external one
+cannot tell: `core.spam.verdict`), Turnstile, schema (`quarantined`). Later checks are
+skipped once one applies, so a bot costs no Turnstile call and no schema check. The schema
+check runs in the checker's child processes within a budget (`core.schemas.checker`):
+whatever it answers, the submission gets a status, never an error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from core.intake.form import Form
@@ -18,6 +20,7 @@ from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
 from core.intake.values import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import schema_checker
+from core.spam.verdict import Verdict, spam_verdict
 
 
 @dataclass(slots=True)
@@ -28,6 +31,8 @@ class Decision:
     status: str = "accepted"
     reason: str | None = None
     drift: list[dict[str, str]] = field(default_factory=list)
+    # The spam checks' verdict, recorded after the insert (`core.spam.verdict`).
+    spam: Verdict | None = None
 
 
 def _normal_origin(origin: str) -> str:
@@ -51,6 +56,7 @@ async def decide_status(
     *,
     origin: str | None,
     client: str,
+    now: datetime,
 ) -> Decision:
     """The status of a submission: the first check that applies decides it."""
     if truthy(fields.get(form.honeypot_field)):
@@ -59,6 +65,9 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
+    verdict = await spam_verdict(services, form, fields, values, client=client, now=now)
+    if verdict is not None:
+        return Decision(verdict.status, verdict.reason, spam=verdict)
     if form.turnstile_secret:
         reason = await verify_turnstile(
             str(services.settings.turnstile_verify_url),

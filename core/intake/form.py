@@ -3,7 +3,7 @@ from an earlier submit and confirmed by the insert itself.
 
 `resolve_form` reads the form (one round trip). `form_for_submit` keeps what it read, per
 database and form, for the forms whose submit path does nothing outside the database
-before the insert (no Turnstile secret, no file fields): their next submits skip the
+before the insert (no Turnstile or spam secret, no file fields): their next submits skip the
 read. Such a form (`Form.kept`) carries the revision it was read at, and the insert stores
 nothing unless the form is still at that revision and the month's count still puts the
 submission on the side of the quota the submit assumed (`insert_submission`); otherwise
@@ -28,6 +28,7 @@ from core.platform.errors import NotFound
 from core.platform.ids import is_id
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.spam.config import SpamConfig, spam_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class Form:
     turnstile_secret: str | None
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
+    spam: SpamConfig
+    # The secrets of the form's external spam checks (`core.spam.external`).
+    spam_secrets: Mapping[str, str]
     plan: str
     # The schema the checks use: the owner's latest (`manual`), or without one the latest
     # suggestion (`suggested`, which only `observe` reports drift against).
@@ -68,7 +72,12 @@ class Form:
     def keepable(self) -> bool:
         """Whether later submits may use this form as read now: it takes submissions, and
         nothing its submit path does before the insert reaches outside the database."""
-        return self.accepting and not self.turnstile_secret and not self.file_fields
+        return (
+            self.accepting
+            and not self.turnstile_secret
+            and not self.spam_secrets
+            and not self.file_fields
+        )
 
 
 # Forms kept per database (a process has one; tests have several), at most KEPT_FORMS each.
@@ -131,6 +140,8 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         turnstile_secret=row["turnstile_secret"],
         consent_field=row["consent_field"],
         ack_email=row["ack_email"],
+        spam=spam_config(row["spam"]),
+        spam_secrets=row["spam_secrets"],
         plan=row["plan"],
         schema_version=row["schema_version"],
         schema=row["schema"],

@@ -39,10 +39,15 @@ from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import execute, queries
 from core.platform.services import Services
+from core.spam.external import EXTERNAL_FIELDS
+from core.spam.filltime import FILL_FIELD
+from core.spam.verdict import record_verdict
 
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
 MAX_IDEMPOTENCY_KEY = 255
+# The per-request tokens of the checks: never stored as values, not part of the payload.
+TOKEN_FIELDS = (TURNSTILE_FIELD, FILL_FIELD, *EXTERNAL_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,7 @@ async def _attempt(
     """Check and store the submission with `form` as given; None when the insert found a
     kept form stale (nothing stored)."""
     fields = body.fields
-    reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, TURNSTILE_FIELD}
+    reserved = {form.honeypot_field, TEST_FIELD, IDEMPOTENCY_FIELD, *TOKEN_FIELDS}
     # A file field never holds a text value (a browser's empty file input, a stray field).
     reserved |= set(form.file_fields)
     values = {k: v for k, v in fields.items() if k not in reserved}
@@ -148,7 +153,7 @@ async def _attempt(
         raise FormClosed("this form is not taking submissions")
 
     decision = await decide_status(
-        services, form, fields, values, origin=request.origin, client=request.client
+        services, form, fields, values, origin=request.origin, client=request.client, now=now
     )
     submission_id = new_id("sub")
     # Honeypot spam keeps its values for review, never its files.
@@ -181,6 +186,8 @@ async def _attempt(
         _refuse(row["status"], row["retry_at"], form, now=now)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
+    if decision.spam is not None and row["reason"] == decision.reason:
+        await record_verdict(services, form, submission_id, decision.spam, values, now=now)
     flags = params["flags"]
     if row["reason"] == RATE_LIMITED.reason and decision.reason != RATE_LIMITED.reason:
         flags = params["limited_flags"]
@@ -248,7 +255,7 @@ def payload_hash(fields: Mapping[str, Any], files: list[UploadedFile]) -> bytes:
     each file's field, name and SHA-256. Key order and JSON spacing do not matter."""
     canonical = {
         "values": {
-            k: v for k, v in fields.items() if k not in (IDEMPOTENCY_FIELD, TURNSTILE_FIELD)
+            k: v for k, v in fields.items() if k != IDEMPOTENCY_FIELD and k not in TOKEN_FIELDS
         },
         "files": sorted([f.field, f.name, f.sha256.hex()] for f in files),
     }

@@ -19,6 +19,7 @@ from pydantic import (
 from core.destinations.templates import template_errors
 from core.platform.errors import InvalidInput, InvalidTemplate
 from core.platform.vocabulary import SchemaMode
+from core.spam.settings import SpamSecrets, SpamSettings, spam_settings
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_FILES_PER_FIELD = 5
@@ -151,6 +152,14 @@ class FormFields(BaseModel):
     file_fields: dict[FieldName, FileField] = Field(default_factory=dict, max_length=20)
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
+    spam: SpamSettings = Field(
+        default_factory=lambda: SpamSettings(), description="spam rules (docs/spam.md)"
+    )
+    spam_secrets: SpamSecrets | None = Field(
+        default=None,
+        description="secrets of the external spam checks; write-only (reads show `spam_checks`)",
+        json_schema_extra={"writeOnly": True},
+    )
     turnstile_secret: TurnstileSecret | None = Field(
         default=None,
         description="Cloudflare Turnstile secret; write-only (reads show `turnstile_enabled`)",
@@ -185,6 +194,13 @@ class FormPatch(BaseModel):
     file_fields: dict[FieldName, FileField] | None = None
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
+    spam: SpamSettings | None = None
+    spam_secrets: SpamSecrets | None = Field(
+        default=None,
+        description="write-only; keys given set or (null) remove a secret, keys left out keep "
+        "theirs; null removes them all",
+        json_schema_extra={"writeOnly": True},
+    )
     turnstile_secret: TurnstileSecret | None = Field(
         default=None,
         description="write-only; null turns Turnstile off",
@@ -238,6 +254,7 @@ def columns(fields: FormFields) -> dict[str, Any]:
         "file_fields": Jsonb({k: v.model_dump() for k, v in fields.file_fields.items()}),
         "consent_field": fields.consent_field,
         "ack_email": Jsonb(fields.ack_email.model_dump()) if fields.ack_email else None,
+        "spam": Jsonb(fields.spam.model_dump()),
     }
 
 
@@ -256,4 +273,5 @@ def fields_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "file_fields": row["file_fields"],
         "consent_field": row["consent_field"],
         "ack_email": row["ack_email"],
+        "spam": spam_settings(row["spam"]).model_dump(),
     }

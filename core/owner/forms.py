@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from pydantic import (
     ValidationError,
 )
@@ -18,6 +20,7 @@ from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.settings import Settings
+from core.spam.filltime import FILL_FIELD
 
 
 @scoped
@@ -52,6 +55,9 @@ async def create_form(
             "id": form_id,
             "organization_id": scope.organization_id,
             "turnstile_secret": fields.turnstile_secret,
+            "spam_secrets": Jsonb(
+                fields.spam_secrets.model_dump(exclude_none=True) if fields.spam_secrets else {}
+            ),
         },
     )
     return await get_form(conn, scope, form_id=form_id)
@@ -84,7 +90,8 @@ async def update_form(
     current = await (await conn.execute(queries["lock_form"], params)).fetchone()
     if current is None:
         raise NotFound(f"no form {form_id}")
-    changes = patch.model_dump(include=patch.model_fields_set - {"turnstile_secret"})
+    secrets = {"turnstile_secret", "spam_secrets"}
+    changes = patch.model_dump(include=patch.model_fields_set - secrets)
     try:
         fields = FormFields.model_validate({**fields_of(current), **changes})
     except ValidationError as exc:
@@ -98,9 +105,22 @@ async def update_form(
             **params,
             "set_turnstile": "turnstile_secret" in patch.model_fields_set,
             "turnstile_secret": patch.turnstile_secret,
+            **_spam_secrets_change(patch),
         },
     )
     return await get_form(conn, scope, form_id=form_id)
+
+
+def _spam_secrets_change(patch: FormPatch) -> dict[str, Any]:
+    """How a PATCH changes the external checks' secrets: all removed (null), some set or
+    removed (the keys given), or none."""
+    given = patch.spam_secrets
+    cleared = "spam_secrets" in patch.model_fields_set and given is None
+    return {
+        "clear_spam_secrets": cleared,
+        "set_spam_secrets": given is not None,
+        "spam_secrets": Jsonb(given.model_dump(include=given.model_fields_set) if given else {}),
+    }
 
 
 @scoped
@@ -146,6 +166,14 @@ def html_snippet(form: Mapping[str, Any], submit_url: str) -> str:
     lines.append(
         f'  <input type="text" name="{e(form["honeypot_field"])}" tabindex="-1" '
         'autocomplete="off" style="display:none">'
+    )
+    # The fill-time token, fetched when the page loads (docs/spam.md#fill-time).
+    lines.append(f'  <input type="hidden" name="{FILL_FIELD}" value="">')
+    token_url = json.dumps(f"{submit_url}/token").replace("<", "\\u003c")
+    lines.append(
+        f"  <script>(function(f){{fetch({token_url}).then(function(r){{return r.text()}})"
+        f'.then(function(t){{f.elements["{FILL_FIELD}"].value=t}})}})'
+        '(document.currentScript.closest("form"))</script>'
     )
     lines.append('  <button type="submit">Send</button>')
     lines.append("</form>")

@@ -65,6 +65,9 @@ class Settings:
     smtp_url: Secret | None = None
     telegram_api_url: str = "https://api.telegram.org"
     turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
+    hcaptcha_verify_url: str = "https://api.hcaptcha.com/siteverify"
+    recaptcha_verify_url: str = "https://www.google.com/recaptcha/api/siteverify"
+    akismet_url: str = "https://rest.akismet.com/1.1/comment-check"
     allow_private_targets: bool = False
     trusted_proxies: list[str] = field(default_factory=list)
     db_pooler: DbPooler = "none"
@@ -242,6 +245,9 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "smtp_url": _secret,
     "telegram_api_url": _http_url,
     "turnstile_verify_url": _http_url,
+    "hcaptcha_verify_url": _http_url,
+    "recaptcha_verify_url": _http_url,
+    "akismet_url": _http_url,
     "allow_private_targets": _flag,
     "trusted_proxies": _address_list,
     "db_pooler": _one_of("none", "transaction"),

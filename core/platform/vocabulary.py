@@ -12,11 +12,24 @@ from typing import Literal
 
 # submissions.status; routes.include_statuses.
 SubmissionStatus = Literal["accepted", "spam", "quarantined"]
-# submissions.reason: `honeypot` and `marked_spam` (the owner's mark) go with `spam`, the
-# others with `quarantined`.
+# submissions.reason: `honeypot`, `marked_spam` (the owner's mark) and the spam checks'
+# reasons (docs/spam.md) go with `spam`, the others with `quarantined`.
 SubmissionReason = Literal[
     "honeypot",
     "marked_spam",
+    "spam_rule:links",
+    "spam_rule:words",
+    "spam_rule:patterns",
+    "spam_rule:email_domain",
+    "spam_rule:disposable_email",
+    "spam_rule:script",
+    "too_fast",
+    "stale_token",
+    "forged_token",
+    "missing_token",
+    "duplicate_content",
+    "learned",
+    "akismet",
     "origin_rejected",
     "rate_limited",
     "turnstile_failed",
@@ -24,7 +37,14 @@ SubmissionReason = Literal[
     "schema_violation",
     "schema_unchecked",
     "schema_error",
+    "hcaptcha_failed",
+    "hcaptcha_unavailable",
+    "recaptcha_failed",
+    "recaptcha_unavailable",
+    "akismet_unavailable",
 ]
+# spam_training.label: how the learned filter was taught a submission (docs/spam.md).
+TrainingLabel = Literal["spam", "ham"]
 # submissions.flags
 SubmissionFlag = Literal["test", "over_quota"]
 # submissions.erase_reason: the owner's erase, or retention.

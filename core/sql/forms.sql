@@ -2,18 +2,23 @@
 -- Create a form; the turnstile secret goes in but is never read back by the API.
 INSERT INTO forms (id, organization_id, name, accepting, allowed_origins, honeypot_field,
                    redirect_url, retention_days, rate_limit_max, rate_limit_per_seconds,
-                   schema_mode, labels, file_fields, consent_field, ack_email, turnstile_secret)
+                   schema_mode, labels, file_fields, consent_field, ack_email, spam, turnstile_secret,
+                   spam_secrets)
 VALUES (%(id)s, %(organization_id)s, %(name)s, %(accepting)s, %(allowed_origins)s,
         %(honeypot_field)s, %(redirect_url)s, %(retention_days)s, %(rate_limit_max)s,
         %(rate_limit_per_seconds)s, %(schema_mode)s, %(labels)s, %(file_fields)s,
-        %(consent_field)s, %(ack_email)s, %(turnstile_secret)s)
+        %(consent_field)s, %(ack_email)s, %(spam)s, %(turnstile_secret)s,
+        jsonb_strip_nulls(%(spam_secrets)s))
 RETURNING id
 
 -- name: get_form
 -- One live form as the API shows it (whether Turnstile is on, never its secret).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
+                          'recaptcha', spam_secrets ? 'recaptcha_secret',
+                          'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
        created_at, updated_at
   FROM forms
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
@@ -22,7 +27,10 @@ SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, reten
 -- Lock one live form's row for an update or a schema append (the form as the API shows it).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
+                          'recaptcha', spam_secrets ? 'recaptcha_secret',
+                          'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
        created_at, updated_at
   FROM forms
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
@@ -32,7 +40,10 @@ SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, reten
 -- One page of the organization's live forms, by id, after a cursor.
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
+                          'recaptcha', spam_secrets ? 'recaptcha_secret',
+                          'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
        created_at, updated_at
   FROM forms
  WHERE organization_id = %(organization_id)s
@@ -49,9 +60,13 @@ UPDATE forms
        retention_days = %(retention_days)s, rate_limit_max = %(rate_limit_max)s,
        rate_limit_per_seconds = %(rate_limit_per_seconds)s, schema_mode = %(schema_mode)s,
        labels = %(labels)s, file_fields = %(file_fields)s, consent_field = %(consent_field)s,
-       ack_email = %(ack_email)s,
+       ack_email = %(ack_email)s, spam = %(spam)s,
        turnstile_secret = CASE WHEN %(set_turnstile)s THEN %(turnstile_secret)s
                                ELSE turnstile_secret END,
+       spam_secrets = CASE WHEN %(clear_spam_secrets)s THEN '{}'::jsonb
+                           WHEN %(set_spam_secrets)s
+                           THEN jsonb_strip_nulls(spam_secrets || %(spam_secrets)s)
+                           ELSE spam_secrets END,
        updated_at = now()
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 RETURNING id
@@ -126,7 +141,10 @@ SELECT version, schema, source, created_at
 -- The oldest live form of the installation (the local runner's start page shows it).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
+                          'recaptcha', spam_secrets ? 'recaptcha_secret',
+                          'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
        created_at, updated_at
   FROM forms
  WHERE deleted_at IS NULL

@@ -119,6 +119,14 @@ DELETE FROM schema_drift
         SELECT form_id, hour, path, keyword FROM schema_drift
          WHERE hour < %(before)s ORDER BY hour LIMIT %(limit)s)
 
+-- name: prune_spam_fingerprints
+-- Up to `limit` duplicate fingerprints whose window started before `before` (the longest
+-- window ago), deleted.
+DELETE FROM spam_fingerprints
+ WHERE (form_id, fingerprint) IN (
+        SELECT form_id, fingerprint FROM spam_fingerprints
+         WHERE window_start < %(before)s ORDER BY window_start LIMIT %(limit)s)
+
 -- name: prune_delivery_attempts
 -- Up to `limit` delivery attempts started before `before`, oldest first, deleted.
 DELETE FROM delivery_attempts

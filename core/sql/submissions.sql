@@ -20,7 +20,7 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
 -- One submission with its attachments, one line per delivery, and its history (its own
 -- events: received or quarantined, released, marked as spam, erased).
 SELECT s.id, s.form_id, s.status, s.reason, s.flags, s.received_at, s.erase_at, s.erased_at,
-       s.erase_reason, s."values", s.field_order, s.released_at,
+       s.erase_reason, s."values", s.field_order, s.released_at, s.spam_score,
        (SELECT f.labels FROM forms f WHERE f.id = s.form_id) AS form_labels,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                             'type', e.type, 'at', e.created_at, 'data', e.data) ORDER BY e.id)

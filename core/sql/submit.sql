@@ -6,7 +6,7 @@
 SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
        f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
-       f.ack_email, f.revision, o.plan,
+       f.ack_email, f.spam, f.spam_secrets, f.revision, o.plan,
        s.version AS schema_version, s.schema, s.source AS schema_source,
        coalesce((SELECT sum(u.submissions) FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)

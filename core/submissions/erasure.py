@@ -17,6 +17,7 @@ from core.platform.scope import OrgScope, scoped
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
 from core.platform.vocabulary import DeliverySkipReason, EraseReason
+from core.spam.model import forget_erased
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,8 @@ async def erase_many(
     number: null values (the deliveries' bodies are built from them), end unsent
     deliveries `skipped`, scrub the digests that listed them, scrub what receivers answered
     (excerpts, service error texts, an acknowledgement's address), mark stored objects for
-    deletion, one `submission.erased` event each.
+    deletion, one `submission.erased` event each; and take what they taught the learned
+    filter out of it (`core.spam.model.forget_erased`).
 
     `reason` is `requested` (the owner's erase) or `expired` (retention). Runs inside the
     caller's transaction; the bytes are deleted after commit.
@@ -64,6 +66,7 @@ async def erase_many(
     await conn.execute(queries["erase_delivery_traces"], params)
     cur = await conn.execute(queries["erase_attachments"], params)
     objects = await cur.fetchall()
+    await forget_erased(conn, ids, now)
     files: dict[str, int] = {}
     for obj in objects:
         files[obj["submission_id"]] = files.get(obj["submission_id"], 0) + 1

@@ -113,6 +113,7 @@ async def get_submission(
     )
     result["attachments"] = row["attachments"] if present else []
     result["released_at"] = row["released_at"]
+    result["spam_score"] = row["spam_score"]
     result["history"] = row["history"]
     lines = []
     for line in row["deliveries"]:

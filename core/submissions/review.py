@@ -4,7 +4,8 @@ live routes deliver it, or mark it as spam so nothing more is sent.
 A release plans the deliveries an accepted submission would have got from the routes live
 now, as the submit path plans them (`core.intake.payload`), and happens once:
 the submission becomes `accepted` with `released_at`, and the status and reason it had stay
-in its `submission.released` event. Both refuse erased or expired values.
+in its `submission.released` event. Both refuse erased or expired values. Both teach the
+organization's learned filter (`core.spam.model`): a release as not spam, a mark as spam.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, Values
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import TrainingLabel
+from core.spam.model import train
 from core.submissions.records import readable
 
 
@@ -64,9 +67,30 @@ def _planned(route: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _teach(
+    conn: Conn,
+    scope: OrgScope,
+    row: dict[str, Any],
+    label: TrainingLabel,
+    *,
+    now: datetime,
+    secret_key: bytes,
+) -> None:
+    """The owner's decision teaches the organization's learned filter (docs/spam.md)."""
+    await train(
+        conn,
+        organization_id=scope.organization_id,
+        submission_id=row["id"],
+        label=label,
+        values=row["values"] or {},
+        secret_key=secret_key,
+        now=now,
+    )
+
+
 @scoped
 async def release_submission(
-    conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime
+    conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, secret_key: bytes
 ) -> Review:
     """Release a quarantined or spam submission: `accepted`, one delivery per live route that
     takes accepted submissions. Already released (or accepted): AlreadyReleased."""
@@ -108,11 +132,14 @@ async def release_submission(
     )
     done = await cur.fetchone()
     assert done is not None
+    await _teach(conn, scope, row, "ham", now=now, secret_key=secret_key)
     return Review(submission_id=row["id"], deliveries=int(done["deliveries"]))
 
 
 @scoped
-async def mark_spam(conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime) -> Review:
+async def mark_spam(
+    conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, secret_key: bytes
+) -> Review:
     """Mark a submission as spam: its unsent deliveries end `skipped`. Marking a spam
     submission again changes nothing."""
     row = await _locked(conn, scope, submission_id, now)
@@ -132,4 +159,5 @@ async def mark_spam(conn: Conn, scope: OrgScope, submission_id: str, *, now: dat
     )
     done = await cur.fetchone()
     assert done is not None
+    await _teach(conn, scope, row, "spam", now=now, secret_key=secret_key)
     return Review(submission_id=row["id"], deliveries=int(done["skipped"]))

@@ -33,6 +33,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
+from core.spam.config import MAX_DUPLICATE_WINDOW
 from core.streams.events import expire_events
 from core.submissions.erasure import erase_many
 from core.ticks.inference import infer_schema
@@ -271,8 +272,8 @@ async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
     """Delete events and delivery attempts older than `HISTORY_DAYS`, the counts of
-    acknowledgements of days gone by and heartbeats of workers long gone, a batch per
-    statement."""
+    acknowledgements of days gone by, heartbeats of workers long gone and duplicate
+    fingerprints whose window is over, a batch per statement."""
     stats: Counter[str] = Counter()
     history_start = now - timedelta(days=HISTORY_DAYS)
     for name, counter, before in (
@@ -280,6 +281,11 @@ async def prune_history(
         ("prune_delivery_attempts", "attempts_pruned", history_start),
         ("prune_acknowledgement_counts", "acknowledgement_counts_pruned", now),
         ("prune_schema_drift", "drift_pruned", now - timedelta(days=DRIFT_DAYS)),
+        (
+            "prune_spam_fingerprints",
+            "spam_fingerprints_pruned",
+            now - timedelta(seconds=MAX_DUPLICATE_WINDOW),
+        ),
         ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
     ):
         while True:

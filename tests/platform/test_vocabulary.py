@@ -31,6 +31,7 @@ from core.platform.vocabulary import (
     SubmissionReason,
     SubmissionStatus,
     TickName,
+    TrainingLabel,
 )
 
 # (table, column, its words in the code)
@@ -59,6 +60,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("stream_events", "reason", StreamEventReason),
     ("stream_events", "erase_reason", EraseReason),
     ("stream_routes", "include_statuses", StreamEventStatus),
+    ("spam_training", "label", TrainingLabel),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -58,6 +58,12 @@ INSERT INTO deliveries (id, organization_id, kind, event_id, stream_route_id, de
     VALUES (%(dlv3)s, %(org)s, 'event', %(evt)s, %(srt)s, %(dst)s, 'webhook', 10, '{}');
 INSERT INTO replays (id, organization_id, filter, total, per_second)
     VALUES (%(rpl)s, %(org)s, '{}', 0, 10);
+INSERT INTO spam_fingerprints (form_id, organization_id, fingerprint, window_start, count)
+    VALUES (%(frm)s, %(org)s, '\\x00112233445566778899aabbccddeeff', now(), 1);
+INSERT INTO spam_models (organization_id, spam_docs) VALUES (%(org)s, 1);
+INSERT INTO spam_tokens (organization_id, token, spam) VALUES (%(org)s, '\\x0011223344556677', 1);
+INSERT INTO spam_training (submission_id, organization_id, label, tokens, trained_at)
+    VALUES (%(sub)s, %(org)s, 'spam', ARRAY['\\x0011223344556677'::bytea], now());
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;

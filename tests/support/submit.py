@@ -29,10 +29,11 @@ async def chunks(data: bytes, size: int = 65536) -> AsyncIterator[bytes]:
 
 
 class FakeTurnstile:
-    """A loopback HTTP peer answering siteverify with a set body, status or delay."""
+    """A loopback HTTP peer answering siteverify (or another check's service) with a set
+    body (a JSON object, or raw bytes), status or delay."""
 
     def __init__(self) -> None:
-        self.body: dict[str, Any] = {"success": True}
+        self.body: dict[str, Any] | bytes = {"success": True}
         self.status = 200
         self.delay = 0.0
         self.requests: list[dict[str, str]] = []
@@ -60,7 +61,7 @@ class FakeTurnstile:
             self.requests.append(form)
             if self.delay:
                 await asyncio.sleep(self.delay)
-            body = json.dumps(self.body).encode()
+            body = self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
             writer.write(
                 f"HTTP/1.1 {self.status} X\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()

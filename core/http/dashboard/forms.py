@@ -25,6 +25,7 @@ from core.owner.form_settings import FormFields, FormPatch, fields_of
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
 from core.platform.vocabulary import SchemaMode
+from core.spam.report import spam_report
 
 router = APIRouter(prefix="/app", include_in_schema=False)
 
@@ -207,6 +208,7 @@ async def form_detail(
         form_routes = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=100)
         dests = await destinations.list_destinations(conn, scope, after=None, limit=500)
         schema = await schemas.schema_section(conn, scope, form_id=form_id, now=now)
+        spam = await spam_report(conn, scope, form_id=form_id, now=now)
     url = forms.submit_url(services.settings, form_id)
     names = {d["id"]: d for d in dests}
     fetch = (
@@ -232,6 +234,7 @@ async def form_detail(
         inputs=_inputs(fields_of(form)),
         schema_modes=SCHEMA_MODES,
         schema=schema,
+        spam=spam,
     )
 
 

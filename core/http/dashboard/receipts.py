@@ -26,6 +26,7 @@ from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
 from core.platform.services import Services
+from core.spam.model import weighed_tokens
 from core.submissions import records
 from core.submissions.erasure import erase_submission
 from core.submissions.review import Review, mark_spam, release_submission
@@ -76,6 +77,9 @@ async def _receipt(
     scope, now = session.scope, utcnow()
     async with services.db.scoped(scope) as conn:
         found = await records.get_submission(conn, scope, submission_id, now=now)
+        spam_tokens = await weighed_tokens(
+            conn, scope.organization_id, found, services.settings.require_secret_key()
+        )
         try:
             form = await forms.get_form(conn, scope, form_id=found["form"])
         except PostbagError:
@@ -99,6 +103,7 @@ async def _receipt(
         form=form,
         values=_shown_values(found["values"], form.get("labels") or {}),
         history=history,
+        spam_tokens=spam_tokens,
         can_release=present and found["status"] != "accepted" and not found["released_at"],
         can_mark_spam=present and found["status"] != "spam",
         refusal=refusal,
@@ -152,7 +157,13 @@ async def _review(
     scope = session.scope
     try:
         async with services.db.scoped(scope) as conn:
-            review = await action(conn, scope, submission_id, now=utcnow())
+            review = await action(
+                conn,
+                scope,
+                submission_id,
+                now=utcnow(),
+                secret_key=services.settings.require_secret_key(),
+            )
     except PostbagError as exc:
         if isinstance(exc, NotFound):
             raise

@@ -23,8 +23,17 @@ from core.owner.form_settings import (
 )
 from core.platform.settings import Settings
 from core.platform.vocabulary import SchemaMode
+from core.spam.settings import SpamSettings
 
 router = APIRouter(tags=["forms"], responses=problems(401, 503))
+
+
+class SpamChecks(BaseModel):
+    """Which external spam checks have a secret stored (docs/spam.md#external-checks)."""
+
+    hcaptcha: bool
+    recaptcha: bool
+    akismet: bool
 
 
 class Form(BaseModel):
@@ -43,6 +52,8 @@ class Form(BaseModel):
     file_fields: dict[str, FileField]
     consent_field: str | None
     ack_email: AckEmail | None
+    spam: SpamSettings
+    spam_checks: SpamChecks
     turnstile_enabled: bool
     submit_url: str = Field(description="where the website posts: `POSTBAG_PUBLIC_URL/s/{id}`")
     html_snippet: str = Field(description="a minimal HTML form posting to `submit_url`")
@@ -57,6 +68,7 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
             **fields_of(row),
             "id": row["id"],
             "turnstile_enabled": row["turnstile_enabled"],
+            "spam_checks": row["spam_checks"],
             "submit_url": url,
             "html_snippet": forms.html_snippet(row, url),
             "created_at": row["created_at"],

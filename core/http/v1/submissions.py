@@ -24,6 +24,7 @@ from core.platform.pagination import (
 )
 from core.platform.storage import storage_for
 from core.platform.vocabulary import SubmissionFlag, SubmissionReason, SubmissionStatus
+from core.spam.model import weighed_tokens
 from core.submissions.erasure import erase_submission
 from core.submissions.export import FROM_THE_START, export_csv, export_fields, resume_after
 from core.submissions.records import (
@@ -126,9 +127,15 @@ async def submissions_export(
 async def submissions_get(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
-    """One submission with values (unless erased or expired), attachments and deliveries."""
+    """One submission with values (unless erased or expired), attachments and deliveries;
+    one the learned filter judged has its `spam_score` and the `spam_tokens` that weigh
+    most now."""
     async with services.db.scoped(scope) as conn:
-        return await get_submission(conn, scope, submission_id, now=now)
+        found = await get_submission(conn, scope, submission_id, now=now)
+        found["spam_tokens"] = await weighed_tokens(
+            conn, scope.organization_id, found, services.settings.require_secret_key()
+        )
+    return found
 
 
 @router.post("/submissions/{submission_id}/erase", responses=problems(404, 422))
@@ -149,7 +156,9 @@ async def submissions_release(
     routes that take accepted submissions get one delivery each, once (`409
     already_released` after). Answers the submission."""
     async with services.db.scoped(scope) as conn:
-        review = await release_submission(conn, scope, submission_id, now=now)
+        review = await release_submission(
+            conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
+        )
     if review.deliveries:
         await wake_deliveries(services)
     async with services.db.scoped(scope) as conn:
@@ -163,7 +172,9 @@ async def submissions_spam(
     """Mark a submission as spam: unsent deliveries end `skipped` (`submission_spam`).
     Answers the submission."""
     async with services.db.scoped(scope) as conn:
-        await mark_spam(conn, scope, submission_id, now=now)
+        await mark_spam(
+            conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
+        )
         return await get_submission(conn, scope, submission_id, now=now)
 
 

@@ -85,6 +85,18 @@ OTHER_COLUMNS = {
     ("forms", "consent_field"): "owner's setting",
     ("forms", "ack_email"): "owner's setting",
     ("forms", "turnstile_secret"): "owner's secret",
+    ("forms", "spam"): "owner's setting",
+    ("forms", "spam_secrets"): "owner's secrets",
+    ("spam_fingerprints", "form_id"): "id",
+    ("spam_fingerprints", "organization_id"): "id",
+    ("spam_fingerprints", "fingerprint"): "keyed hash of the values, pruned after its window",
+    ("spam_models", "organization_id"): "id",
+    ("spam_tokens", "organization_id"): "id",
+    ("spam_tokens", "token"): "keyed hash of a field and word; erase takes its counts out",
+    ("spam_training", "submission_id"): "id",
+    ("spam_training", "organization_id"): "id",
+    ("spam_training", "label"): "vocabulary",
+    ("spam_training", "tokens"): "keyed hashes of the tokens it taught; erase deletes the row",
     ("form_schemas", "organization_id"): "id",
     ("form_schemas", "form_id"): "id",
     ("form_schemas", "schema"): "owner's schema, or suggested: field names and types only",
@@ -226,7 +238,7 @@ SELECT c.table_name, c.column_name
  WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'
    AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea',
                         'tsvector')
-        OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_jsonb')))
+        OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_jsonb', '_bytea')))
 """
 
 SCHEMA = {"type": "object", "properties": {"phone": {"type": "integer"}}}
@@ -342,7 +354,23 @@ async def _world(
         " erase_at = erase_at - interval '2 days'"
     )
     assert (await run_digests(services, now=utcnow(), budget=10))["digests"] == 1
+    # The owner marks the quarantined one as spam: the learned filter learns its tokens.
+    async with api_client(services, tenant.key) as api:
+        marked = await api.post(f"/v1/submissions/{receipts[1]}/spam")
+        assert marked.status_code == 200, marked.text
+    assert len(await rows(conn, "SELECT 1 FROM spam_training")) == 1
+    assert await rows(conn, "SELECT 1 FROM spam_tokens")
     return tenant, receipts
+
+
+async def _model_forgot(conn: Conn) -> bool:
+    """Whether the learned filter holds nothing of the erased submissions."""
+    return (
+        await rows(conn, "SELECT 1 FROM spam_training") == []
+        and await rows(conn, "SELECT 1 FROM spam_tokens") == []
+        and await rows(conn, "SELECT spam_docs, ham_docs FROM spam_models")
+        == [{"spam_docs": 0, "ham_docs": 0}]
+    )
 
 
 @pytest.mark.slow
@@ -361,6 +389,7 @@ async def test_erase__no_value_survives_anywhere(
             erased = await api.post(f"/v1/submissions/{receipt}/erase")
             assert erased.status_code == 200, erased.text
     assert await _holding_the_mark(conn) == set()
+    assert await _model_forgot(conn)
     ours = [r for r in caplog.records if r.name.startswith("postbag")]
     assert ours and not [r for r in ours if MARK in str(r.__dict__)]
 
@@ -391,3 +420,4 @@ async def test_expiry__no_value_survives_anywhere(
     )
     assert stats["expired"] == 3
     assert await _holding_the_mark(conn) == set()
+    assert await _model_forgot(conn)

@@ -1,0 +1,1 @@
+"""Spam defence: content rules, the fill-time token, duplicates and the learned filter."""

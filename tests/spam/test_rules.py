@@ -1,0 +1,151 @@
+"""The content rules of a form's spam settings, through `/v1/forms` and `POST /s/{form}`
+(docs/spam.md#content-rules): each stores a matching post as `spam` with its reason, never
+refuses it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from core.platform.db import Conn
+from core.platform.services import Services
+from tests.support.api import api_client, assert_problem
+from tests.support.spam import spam_form, stored
+from tests.support.submit import submit_client
+
+
+async def test_spam_settings__defaults_are_shown_and_a_patch_replaces_them(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await spam_form(services, conn)
+    async with api_client(services, tenant.key) as api:
+        read = (await api.get(f"/v1/forms/{form}")).json()
+        assert read["spam"] == {
+            "max_links": 3,
+            "blocked_words": [],
+            "blocked_patterns": [],
+            "blocked_email_domains": [],
+            "block_disposable_email": True,
+            "allowed_scripts": None,
+            "min_fill_seconds": 2.0,
+            "max_token_age_seconds": 86400,
+            "require_fill_token": False,
+            "duplicate_max": 3,
+            "duplicate_window_seconds": 86400,
+            "learned": True,
+            "learned_threshold": 0.9,
+            "recaptcha_min_score": 0.5,
+            "akismet_site": None,
+        }
+        patched = await api.patch(
+            f"/v1/forms/{form}",
+            json={"spam": {"max_links": None, "blocked_email_domains": ["Spam.Example"]}},
+        )
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["spam"]["max_links"] is None
+        assert patched.json()["spam"]["blocked_email_domains"] == ["spam.example"]
+
+
+@pytest.mark.parametrize(
+    "spam",
+    [
+        {"blocked_patterns": [r"(a)\1"]},
+        {"blocked_patterns": [r"(?=seo)seo"]},
+        {"blocked_patterns": ["("]},
+        {"allowed_scripts": ["klingon"]},
+        {"max_links": -1},
+        {"blocked_email_domains": ["not a domain"]},
+        {"unknown_rule": True},
+    ],
+)
+async def test_spam_settings__a_bad_rule_is_refused_with_a_code(
+    services: Services, conn: Conn, spam: dict[str, Any]
+) -> None:
+    tenant, form = await spam_form(services, conn)
+    async with api_client(services, tenant.key) as api:
+        response = await api.patch(f"/v1/forms/{form}", json={"spam": spam})
+    assert_problem(response, 422, "invalid_input")
+
+
+LINKS = "see https://a.example http://b.example www.c.example"
+
+
+@pytest.mark.parametrize(
+    ("spam", "values", "reason"),
+    [
+        ({}, {"message": LINKS}, None),
+        ({}, {"message": LINKS, "site": "https://d.example"}, "spam_rule:links"),
+        ({"max_links": 0}, {"message": "https://a.example"}, "spam_rule:links"),
+        ({"max_links": None}, {"message": LINKS * 10}, None),
+        (
+            {"blocked_words": ["SEO services"]},
+            {"message": "Cheap seo   Services!"},
+            "spam_rule:words",
+        ),
+        ({"blocked_words": ["seo"]}, {"message": "seoservices are great"}, None),
+        ({"blocked_words": ["casino"]}, {"nested": {"deep": ["a CASINO"]}}, "spam_rule:words"),
+        (
+            {"blocked_patterns": [r"(?i)b[i1]tc[o0]in"]},
+            {"message": "Buy B1TCOIN"},
+            "spam_rule:patterns",
+        ),
+        ({"blocked_patterns": [r"^\d{3}$"]}, {"message": "1234"}, None),
+        (
+            {"blocked_email_domains": ["spam.example"]},
+            {"email": "bot@mail.spam.example"},
+            "spam_rule:email_domain",
+        ),
+        ({"blocked_email_domains": ["spam.example"]}, {"email": "ada@notspam.example"}, None),
+        ({}, {"email": "someone@mailinator.com"}, "spam_rule:disposable_email"),
+        ({"block_disposable_email": False}, {"email": "someone@mailinator.com"}, None),
+        ({}, {"email": "ada@example.com"}, None),
+        (
+            {"allowed_scripts": ["latin"]},
+            {"message": "Продвижение сайтов недорого"},
+            "spam_rule:script",
+        ),
+        ({"allowed_scripts": ["latin"]}, {"message": "Hello from Москва, a long message"}, None),
+        ({}, {"message": "Продвижение сайтов недорого"}, None),
+    ],
+)
+async def test_rules__each_rule_stores_spam_with_its_reason(
+    services: Services,
+    conn: Conn,
+    spam: dict[str, Any],
+    values: dict[str, Any],
+    reason: str | None,
+) -> None:
+    _, form = await spam_form(services, conn, spam)
+    async with submit_client(services) as client:
+        result = await stored(client, conn, form, values)
+    assert result == (("spam", reason) if reason else ("accepted", None))
+
+
+async def test_rules__a_large_post_under_many_patterns_is_stored_within_the_budget(
+    services: Services, conn: Conn
+) -> None:
+    patterns = [rf"(?i)(x+x+)+y{n}" for n in range(50)]
+    _, form = await spam_form(services, conn, {"blocked_patterns": patterns})
+    values = {f"f{n}": "x" * 4000 for n in range(30)}
+    async with submit_client(services) as client:
+        started = time.monotonic()
+        result = await stored(client, conn, form, values)
+        elapsed = time.monotonic() - started
+    assert result == ("accepted", None)
+    assert elapsed < 5, elapsed
+
+
+async def test_rules__a_rule_not_reached_within_the_budget_matches_nothing(
+    services: Services,
+    conn: Conn,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, form = await spam_form(services, conn, {"blocked_words": ["casino"]})
+    monkeypatch.setattr("core.spam.rules.RULES_BUDGET", 0.0)
+    async with submit_client(services) as client:
+        result = await stored(client, conn, form, {"message": "best casino"})
+    assert result == ("accepted", None)
+    assert "spam rules stopped at their time budget" in caplog.text
