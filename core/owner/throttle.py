@@ -6,8 +6,11 @@ subscriber usually holds whole). Over the kind's limit the client gets `429
 too_many_attempts` with `Retry-After`, the seconds left in the window.
 
 - Sign-in counts every attempt before the key is checked, in one atomic upsert, and gives
-  a successful one back: however many attempts race, at most LIMITS["sign_in"] keys are
-  checked per window. Over the limit even a valid key is refused until the window ends.
+  a successful one back. Past LIMITS["sign_in"] in a window an attempt's key is checked only
+  after OVER_LIMIT_DELAY, without holding a database connection meanwhile: a valid key
+  still signs in (others behind the same address are never locked out by whoever guesses
+  there), a wrong one is answered 429 with `Retry-After`. Guessing stays slow; a key's 256
+  random bits are what make it hopeless.
 - API keys count failures only (a valid key costs nothing here and is never throttled, so a
   neighbour behind the same address keeps working); a bad key over the limit is answered
   429 instead of 401.
@@ -19,8 +22,7 @@ import hashlib
 import hmac
 import ipaddress
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.platform.db import Conn
@@ -29,6 +31,8 @@ from core.platform.queries import queries
 from core.platform.vocabulary import AuthFailureKind
 
 WINDOW = timedelta(minutes=10)
+# How long an attempt past the limit waits before its key is checked (seconds).
+OVER_LIMIT_DELAY = 2.0
 LIMITS: dict[AuthFailureKind, int] = {"sign_in": 10, "api_key": 20}
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -67,18 +71,33 @@ def _refused(kind: AuthFailureKind, retry_after: int) -> TooManyAttempts:
     return TooManyAttempts(f"too many {what} from this address; try again later", retry_after)
 
 
-@asynccontextmanager
-async def sign_in_attempt(conn: Conn, client: bytes, *, now: datetime) -> AsyncIterator[None]:
-    """Around a sign-in's key check: counted first (TooManyAttempts over the limit, the key
-    unchecked); given back when the block ends without an exception."""
+@dataclass(frozen=True, slots=True)
+class SignInTurn:
+    """A sign-in attempt as counted: whether it is within the client's limit, and the
+    seconds left in the window."""
+
+    within: bool
+    retry_after: int
+
+
+async def count_sign_in(conn: Conn, client: bytes, *, now: datetime) -> SignInTurn:
+    """Count a sign-in attempt before its key is checked (one atomic upsert)."""
     start, left = _window(now)
-    if await _count(conn, "sign_in", client, start) > LIMITS["sign_in"]:
-        raise _refused("sign_in", left)
-    yield
+    return SignInTurn(await _count(conn, "sign_in", client, start) <= LIMITS["sign_in"], left)
+
+
+async def forgive_sign_in(conn: Conn, client: bytes, *, now: datetime) -> None:
+    """Give back a successful sign-in's count: signing in never uses up the limit."""
+    start, _ = _window(now)
     await conn.execute(
         queries["forgive_auth_attempt"],
         {"kind": "sign_in", "client_hash": client, "window_start": start},
     )
+
+
+def refused_sign_in(turn: SignInTurn) -> TooManyAttempts:
+    """What an attempt over the limit whose key was not valid is answered."""
+    return _refused("sign_in", turn.retry_after)
 
 
 async def bad_api_key(conn: Conn, client: bytes, *, now: datetime) -> None:

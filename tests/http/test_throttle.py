@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 
 from core.http.dashboard.pages import SESSION_COOKIE, SIGN_IN_COOKIE
+from core.owner.throttle import OVER_LIMIT_DELAY
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, assert_problem
@@ -25,23 +27,42 @@ async def _sign_in(client: httpx.AsyncClient, key: str) -> httpx.Response:
     )
 
 
-async def test_sign_in__racing_attempts_check_at_most_ten_keys_then_429(
+async def test_sign_in__past_ten_failures_wrong_keys_wait_then_429_and_a_valid_key_still_works(
     services: Services, conn: Conn
 ) -> None:
+    """Someone guessing behind a shared address slows their own guesses, and locks no one
+    out: a colleague's valid key signs in (after the same wait)."""
     acme = await make_tenant(conn)
     async with dashboard_client(services) as client:
         answers = await asyncio.gather(*(_sign_in(client, f"pb_wrong{i}") for i in range(30)))
+        started = time.monotonic()
         valid_now = await _sign_in(client, acme.key)
+        waited = time.monotonic() - started
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [401] * 10 + [429] * 20
     throttled = next(a for a in answers if a.status_code == 429)
     assert 1 <= int(throttled.headers["retry-after"]) <= 600
     assert "Too many sign-in attempts" in throttled.text
-    # Over the limit even the right key is not checked: no session opens.
-    assert valid_now.status_code == 429
-    assert SESSION_COOKIE not in valid_now.cookies
+    # Over the limit the right key is still checked, once the delay has passed.
+    assert valid_now.status_code == 303, valid_now.text
+    assert SESSION_COOKIE in valid_now.cookies
+    assert waited >= OVER_LIMIT_DELAY
     cur = await conn.execute("SELECT count(*) AS n FROM dashboard_sessions")
-    assert await cur.fetchone() == {"n": 0}
+    assert await cur.fetchone() == {"n": 1}
+
+
+async def test_sign_in__a_wait_past_the_limit_holds_no_database_connection(
+    services: Services,
+) -> None:
+    """Twenty attempts waiting out their delay at once leave the pool free for everyone."""
+    async with dashboard_client(services) as client:
+        await asyncio.gather(*(_sign_in(client, f"pb_wrong{i}") for i in range(11)))
+        waiting = asyncio.gather(*(_sign_in(client, f"pb_again{i}") for i in range(20)))
+        await asyncio.sleep(OVER_LIMIT_DELAY / 2)
+        busy = services.db.connection_counts()
+        answers = await waiting
+    assert sorted(a.status_code for a in answers) == [429] * 20
+    assert busy.get("in_use", 0) == 0, busy
 
 
 async def test_sign_in__successes_do_not_use_up_the_limit(services: Services, conn: Conn) -> None:

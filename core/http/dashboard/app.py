@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
 from pathlib import Path
@@ -36,7 +37,12 @@ from core.http.dashboard.pages import (
 from core.http.deps import ServicesDep, throttled_client
 from core.http.problems import http_error_response, problem_for, status_and_code
 from core.owner.dashboard_sessions import close_session, open_session
-from core.owner.throttle import sign_in_attempt
+from core.owner.throttle import (
+    OVER_LIMIT_DELAY,
+    count_sign_in,
+    forgive_sign_in,
+    refused_sign_in,
+)
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError, TooManyAttempts, Unauthenticated
 from core.platform.services import Services
@@ -90,11 +96,23 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
         raise CsrfRejected
     api_key = form.get("api_key")
     client = throttled_client(request, services)
+    async with services.db.connection() as conn:
+        turn = await count_sign_in(conn, client, now=utcnow())
+    if not turn.within:
+        # Past the limit: the key is checked, but only after a wait that holds no connection.
+        await asyncio.sleep(OVER_LIMIT_DELAY)
     try:
-        async with services.db.connection() as conn, sign_in_attempt(conn, client, now=utcnow()):
-            session_id = await open_session(
-                conn, api_key if isinstance(api_key, str) else None, now=utcnow()
-            )
+        async with services.db.connection() as conn:
+            try:
+                session_id = await open_session(
+                    conn, api_key if isinstance(api_key, str) else None, now=utcnow()
+                )
+            except Unauthenticated:
+                if not turn.within:
+                    raise refused_sign_in(turn) from None
+                raise
+            if turn.within:
+                await forgive_sign_in(conn, client, now=utcnow())
     except TooManyAttempts as exc:
         response = _sign_in_again(
             request,
