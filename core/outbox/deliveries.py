@@ -83,7 +83,8 @@ async def get_delivery(conn: Conn, scope: OrgScope, delivery_id: str) -> dict[st
 async def retry_delivery(
     conn: Conn, scope: OrgScope, delivery_id: str, *, now: datetime
 ) -> dict[str, Any]:
-    """Queue a failed, dead or skipped delivery again now: same id and snapshot, attempts reset.
+    """Queue a failed, dead or skipped delivery again now: same id and snapshot, attempts reset
+    (the caller wakes the deliverers once it has committed: `wake_deliveries`).
 
     Refused, changing nothing, while it is being sent under a live lease, when its values
     are erased or expired, or its destination paused or removed.
@@ -109,5 +110,4 @@ async def retry_delivery(
     if row["status"] not in RETRYABLE_STATUSES and row["status"] != "sending":
         raise DeliveryNotRetryable(f"{delivery_id} is {row['status']}; nothing to retry")
     await conn.execute(queries["requeue_delivery"], {**params, "now": now})
-    await conn.execute(queries["notify_deliveries"], {"payload": delivery_id})
     return await get_delivery(conn, scope, delivery_id)

@@ -102,7 +102,8 @@ async def count_replay(
 async def start_replay(
     conn: Conn, scope: OrgScope, replay: ReplayFilter, *, now: datetime
 ) -> dict[str, Any]:
-    """Queue the matched deliveries again and record the replay; answer it."""
+    """Queue the matched deliveries again and record the replay; answer it (the caller wakes
+    the deliverers once it has committed: `wake_deliveries`)."""
     until = replay.until or now
     ids, total = await _matches(conn, scope, replay, until, now)
     if total > MAX_REPLAY:
@@ -126,8 +127,6 @@ async def start_replay(
         queries["queue_replay_deliveries"],
         {**params, "replay_id": replay_id, "ids": ids, "per_second": replay.per_second},
     )
-    if ids:
-        await conn.execute(queries["notify_deliveries"], {"payload": replay_id})
     return await get_replay(conn, scope, replay_id)
 
 

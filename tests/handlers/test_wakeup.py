@@ -163,10 +163,9 @@ async def test_wakeup__lambda_api_down_submit_still_answers_and_the_schedule_del
     assert await _statuses(conn) == ["sent"] * 2
 
 
-def _release(receipt: str, key: str) -> dict[str, Any]:
-    """The api function's event for `POST /v1/submissions/{receipt}/release`."""
+def _api_post(path: str, key: str) -> dict[str, Any]:
+    """The api function's event for an empty `POST` to `path`."""
     event = copy.deepcopy(load_event("function_url_post_json.json"))
-    path = f"/v1/submissions/{receipt}/release"
     event["rawPath"] = event["requestContext"]["http"]["path"] = path
     event["body"] = ""
     event["headers"] = {
@@ -192,11 +191,42 @@ async def test_wakeup__releasing_from_quarantine_wakes_the_deliver_function(
         assert await _statuses(conn) == []
         assert api.invocations == []  # nothing to deliver, nothing woken
         [released] = await asyncio.to_thread(
-            invoke, "api", [_release(receipt, tenant.key)], FakeContext(), monkeypatch
+            invoke,
+            "api",
+            [_api_post(f"/v1/submissions/{receipt}/release", tenant.key)],
+            FakeContext(),
+            monkeypatch,
         )
         assert released["statusCode"] == 200, released["body"]
         await asyncio.to_thread(api.wait_idle)
         assert len(api.invocations) == 1
         assert api.results[0]["sent"] == 1
         assert [r.path for r in hook.requests] == ["/hook"]
+    assert await _statuses(conn) == ["sent"]
+
+
+async def test_wakeup__retrying_a_dead_delivery_by_hand_wakes_the_deliver_function(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with receiver() as hook, lambda_api() as api:
+        tenant = await _form_to(conn, hook)
+        for key, value in _env(db_url, lambda_env(api)).items():
+            monkeypatch.setenv(key, value)
+        [post] = _posts(1)
+        [submitted] = await asyncio.to_thread(invoke, "submit", [post], FakeContext(), monkeypatch)
+        assert submitted["statusCode"] == 201, submitted["body"]
+        await asyncio.to_thread(api.wait_idle)
+        assert await _statuses(conn) == ["sent"]
+        # The receiver lost it after all: the owner sends it again by hand.
+        await conn.execute("UPDATE deliveries SET status = 'dead', reason = 'http_500'")
+        [delivery] = await rows(conn, "SELECT id FROM deliveries")
+        path = f"/v1/deliveries/{delivery['id']}/retry"
+        await asyncio.sleep(deliver_function.WAKE_INTERVAL_SECONDS)  # past the debounce
+        [retried] = await asyncio.to_thread(
+            invoke, "api", [_api_post(path, tenant.key)], FakeContext(), monkeypatch
+        )
+        assert retried["statusCode"] == 200, retried["body"]
+        await asyncio.to_thread(api.wait_idle)
+        assert len(api.invocations) == 2
+        assert [r.path for r in hook.requests] == ["/hook", "/hook"]
     assert await _statuses(conn) == ["sent"]

@@ -144,6 +144,7 @@ async def send_again(
             submission_id,
             refusal={"id": delivery_id, "message": str(exc)},
         )
+    await wake_deliveries(services)
     return see_other(f"/app/submissions/{submission_id}")
 
 

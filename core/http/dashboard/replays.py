@@ -13,6 +13,7 @@ from starlette.responses import Response
 from core.http.dashboard.pages import CheckedForm, SessionDep
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
+from core.intake.wakeup import wake_deliveries
 from core.outbox import replays
 from core.owner import destinations
 from core.platform.clock import utcnow
@@ -88,11 +89,14 @@ async def replay_count_or_start(
     """`count` shows how many deliveries the filter matches; `confirm` queues them."""
     asked = _asked(destination_id, posted)
     shown = {"since": asked.since.date().isoformat(), "statuses": sorted(set(asked.status))}
-    async with services.db.scoped(session.scope) as conn:
-        if posted.get("action") == "confirm":
+    if posted.get("action") == "confirm":
+        async with services.db.scoped(session.scope) as conn:
             started = await replays.start_replay(conn, session.scope, asked, now=utcnow())
-            return await _replay_page(
-                request, services, session, destination_id, started=started, **shown
-            )
+        if started["total"]:
+            await wake_deliveries(services)
+        return await _replay_page(
+            request, services, session, destination_id, started=started, **shown
+        )
+    async with services.db.scoped(session.scope) as conn:
         counted = await replays.count_replay(conn, session.scope, asked, now=utcnow())
     return await _replay_page(request, services, session, destination_id, counted=counted, **shown)

@@ -15,6 +15,7 @@ from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
+from core.intake.wakeup import wake_deliveries
 from core.outbox import deliveries, replays
 from core.outbox.replays import ReplayFilter
 from core.owner.destinations import DestinationType
@@ -86,7 +87,9 @@ async def retry_delivery(
 ) -> dict[str, Any]:
     """Queue a failed, dead or skipped delivery again now (same id and snapshot)."""
     async with services.db.scoped(scope) as conn:
-        return await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
+        retried = await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
+    await wake_deliveries(services)
+    return retried
 
 
 class Replay(BaseModel):
@@ -129,7 +132,10 @@ async def replay_deliveries(
         if replay.dry_run:
             counted = await replays.count_replay(conn, scope, replay, now=now)
             return JSONResponse(jsonable_encoder(ReplayCount(**counted)), status_code=200)
-        return Replay(**await replays.start_replay(conn, scope, replay, now=now))
+        started = Replay(**await replays.start_replay(conn, scope, replay, now=now))
+    if started.total:
+        await wake_deliveries(services)
+    return started
 
 
 @router.get("/replays/{replay_id}", responses=problems(404, 422))
