@@ -264,25 +264,25 @@ def listen(args: argparse.Namespace, settings: Settings) -> int:
     except BaseException:
         sock.close()
         raise
-    print(
-        f"Listening for webhooks on {target} "
-        + ("(checking signatures)" if secret else "(signatures not checked)")
-        + "; Ctrl-C stops.",
-        flush=True,
-    )
-    config = uvicorn.Config(
-        receiver_app(secret),
-        host=args.host,
-        port=args.port,
-        lifespan="off",
-        log_config=None,
-        access_log=False,
-    )
     try:
+        # Inside the try: a Ctrl-C right after this line (before the server takes over the
+        # signal) is as clean a stop as one after, and still removes what was made.
+        print(
+            f"Listening for webhooks on {target} "
+            + ("(checking signatures)" if secret else "(signatures not checked)")
+            + "; Ctrl-C stops.",
+            flush=True,
+        )
+        config = uvicorn.Config(
+            receiver_app(secret),
+            host=args.host,
+            port=args.port,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+        )
         asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        # Ctrl-C before the server took over the signal (right after the line above):
-        # as clean a stop as one after.
         pass
     _clean_up(args, settings, made)
     return 0
