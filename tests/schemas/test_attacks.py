@@ -23,8 +23,11 @@ pytestmark = pytest.mark.slow
 
 # Before this engine, each of these stalled every tenant for 4 to 30 s. With checks in
 # child processes the event loop never waits on one; this bound is far above a healthy
-# server's answer and far below those stalls.
-HEALTH_BOUND = 2.0
+# server's answer and below those stalls. Measured on the 2-core machine for eight 256 KB
+# arrays at once: at most 0.66 s with the server alone, once 2.11 s while the parallel
+# suite's three workers shared the cores (each post is also parsed, checked for storable
+# values and read by the spam rules on the event loop).
+HEALTH_BOUND = 3.0
 
 ATTACKS: list[tuple[str, dict[str, Any], dict[str, Any], int, str]] = [
     (
