@@ -252,6 +252,32 @@ async def make_delivery(
     return submission, delivery
 
 
+async def add_attempt(
+    conn: Conn,
+    tenant: Tenant,
+    delivery: str,
+    *,
+    attempt: int,
+    at: datetime,
+    duration_ms: int,
+    outcome: str,
+) -> None:
+    """One recorded attempt of `delivery`, as the worker would have written it."""
+    await conn.execute(
+        "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
+        " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, %(n)s,"
+        " gen_random_uuid(), %(at)s, %(ms)s, %(outcome)s)",
+        {
+            "org": tenant.org,
+            "dlv": delivery,
+            "n": attempt,
+            "at": at,
+            "ms": duration_ms,
+            "outcome": outcome,
+        },
+    )
+
+
 async def make_deliveries(
     conn: Conn,
     tenant: Tenant,

@@ -12,6 +12,7 @@ from core.ticks.retention import run_retention
 from tests.support.api import api_client
 from tests.support.builders import (
     Tenant,
+    add_attempt,
     make_delivery,
     make_form,
     make_route_to,
@@ -90,26 +91,14 @@ async def test_health_rollup__success_rate_and_p95_in_the_destination(
     )
     now = utcnow()
     for n in range(20):
-        await conn.execute(
-            "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
-            " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, %(n)s,"
-            " gen_random_uuid(), %(at)s, %(ms)s, %(outcome)s)",
-            {
-                "org": tenant.org,
-                "dlv": dlv,
-                "n": n + 1,
-                "at": now - timedelta(minutes=n),
-                "ms": (n + 1) * 10,
-                "outcome": "failed" if n < 5 else "sent",
-            },
+        outcome = "failed" if n < 5 else "sent"
+        at = now - timedelta(minutes=n)
+        await add_attempt(
+            conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=(n + 1) * 10, outcome=outcome
         )
     # Older than a day: left out.
-    await conn.execute(
-        "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
-        " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, 99, gen_random_uuid(),"
-        " %(at)s, 99999, 'failed')",
-        {"org": tenant.org, "dlv": dlv, "at": now - timedelta(hours=25)},
-    )
+    old = now - timedelta(hours=25)
+    await add_attempt(conn, tenant, dlv, attempt=99, at=old, duration_ms=99999, outcome="failed")
     await run_retention(services, now=now, budget=10)
     [row] = await rows(conn, "SELECT health_stats FROM destinations")
     stats = row["health_stats"]

@@ -11,7 +11,13 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.retention import run_retention
 from tests.support.api import api_client
-from tests.support.builders import make_delivery, make_route_to, make_tenant, setup_form
+from tests.support.builders import (
+    add_attempt,
+    make_delivery,
+    make_route_to,
+    make_tenant,
+    setup_form,
+)
 from tests.support.dashboard import dashboard_client, sign_in
 
 HOOK = {"url": "https://example.com/h"}
@@ -27,18 +33,9 @@ async def _attempted(
     _, dlv = await make_delivery(conn, tenant, form, dst, rte, target=HOOK)
     now = utcnow()
     for n, outcome in enumerate(outcomes):
-        await conn.execute(
-            "INSERT INTO delivery_attempts (organization_id, delivery_id, attempt, claim_token,"
-            " started_at, duration_ms, outcome) VALUES (%(org)s, %(dlv)s, %(n)s,"
-            " gen_random_uuid(), %(at)s, %(ms)s, %(outcome)s)",
-            {
-                "org": tenant.org,
-                "dlv": dlv,
-                "n": n + 1,
-                "at": now - timedelta(minutes=n),
-                "ms": duration_ms,
-                "outcome": outcome,
-            },
+        at = now - timedelta(minutes=n)
+        await add_attempt(
+            conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=duration_ms, outcome=outcome
         )
     await conn.execute(
         "UPDATE destinations SET enabled = %(enabled)s WHERE id = %(id)s",
