@@ -34,7 +34,7 @@ WINDOW = timedelta(minutes=10)
 # How long an attempt past the limit waits before its key is checked (seconds).
 OVER_LIMIT_DELAY = 2.0
 LIMITS: dict[AuthFailureKind, int] = {"sign_in": 10, "api_key": 20}
-_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+WINDOW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def throttle_client(address: str, key: bytes) -> bytes:
@@ -51,7 +51,7 @@ def throttle_client(address: str, key: bytes) -> bytes:
 
 def _window(now: datetime) -> tuple[datetime, int]:
     """The start of `now`'s window and the whole seconds left in it (at least 1)."""
-    start = _EPOCH + WINDOW * ((now - _EPOCH) // WINDOW)
+    start = WINDOW_EPOCH + WINDOW * ((now - WINDOW_EPOCH) // WINDOW)
     left = math.ceil((start + WINDOW - now).total_seconds())
     return start, max(left, 1)
 
