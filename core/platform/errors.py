@@ -84,6 +84,14 @@ class StreamClosed(PostbagError):
     """The stream exists but is not taking events (`accepting` is false)."""
 
 
+class Forbidden(PostbagError):
+    """The actor's role may not do this; `needed` names the least role that may."""
+
+    def __init__(self, message: str, *, needed: str) -> None:
+        super().__init__(message)
+        self.needed = needed
+
+
 class IngestKeyOnly(PostbagError):
     """An ingest key (`pbs_…`) was used for anything but posting events to its stream."""
 

@@ -50,6 +50,11 @@ SubmissionFlag = Literal["test", "over_quota"]
 # submissions.erase_reason: the owner's erase, or retention.
 EraseReason = Literal["requested", "expired"]
 
+# A member's or an API key's role in an organization, most powerful first (core/owner/roles.py).
+Role = Literal["owner", "admin", "operator", "viewer"]
+# Who acted: a member signed in, or an API key.
+ActorKind = Literal["member", "key"]
+
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
