@@ -92,17 +92,18 @@ def template_name(admin_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def clones(admin_url: str, template_name: str) -> Iterator[Clones]:
-    """Clones of the template, made ahead and dropped behind the tests on a thread."""
+    """Databases equal to the template, made ready ahead of the tests on a thread: clones
+    at first, then the databases earlier tests gave back, recycled."""
     with Clones(admin_url, template_name) as made:
         yield made
 
 
 @pytest.fixture
 def db_url(admin_url: str, clones: Clones) -> Iterator[str]:
-    """A fresh migrated database of this test's own, dropped afterwards."""
+    """A migrated database of this test's own, as the template is; recycled afterwards."""
     name = clones.take()
     yield database_url(admin_url, name)
-    clones.drop(name)
+    clones.give_back(name)
 
 
 @pytest.fixture

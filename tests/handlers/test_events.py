@@ -22,7 +22,7 @@ from core.http.server import combined_app
 from core.platform.db import connect
 from core.platform.services import Services
 from tests.support.builders import make_form, make_tenant
-from tests.support.databases import create_database, database_url, drop_database
+from tests.support.databases import Clones, database_url
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.settings import TEST_SECRET_KEY, built_services
 
@@ -68,11 +68,11 @@ async def _prepare(url: str) -> str:
 
 
 @pytest.fixture
-def twin_databases(admin_url: str, template_name: str) -> Iterator[tuple[str, str]]:
-    names = [create_database(admin_url, template=template_name) for _ in range(2)]
+def twin_databases(admin_url: str, clones: Clones) -> Iterator[tuple[str, str]]:
+    names = [clones.take() for _ in range(2)]
     yield database_url(admin_url, names[0]), database_url(admin_url, names[1])
     for name in names:
-        drop_database(admin_url, name)
+        clones.give_back(name)
 
 
 def _free_port() -> int:
