@@ -117,8 +117,9 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.
 -- each unless its client id or idempotency key is already the stream's (those are read
 -- afterwards), one delivery per planned route of each inserted event (it references the
 -- event and copies none of it), and the count of the inserted events on one of the
--- month's 16 shards. Returns the inserted events, or one row with `over` when the month's
--- count refused them all.
+-- month's 16 shards. Returns the inserted events, each with the number of deliveries the
+-- statement inserted (for all of them: counted once, not per event), or one row with `over`
+-- when the month's count refused them all.
 WITH quota AS MATERIALIZED (
     SELECT %(limit)s::integer IS NOT NULL
            AND coalesce((SELECT sum(u.events) FROM usage_counters u
@@ -165,7 +166,7 @@ WITH quota AS MATERIALIZED (
      WHERE c.n > 0
     ON CONFLICT (organization_id, month, shard) DO UPDATE SET events = u.events + excluded.events
 )
-SELECT e.id, false AS over, (SELECT count(*) FROM delivery x WHERE x.event_id = e.id) AS deliveries
+SELECT e.id, false AS over, (SELECT count(*) FROM delivery) AS deliveries
   FROM event e
 UNION ALL
 SELECT NULL, true, 0 WHERE (SELECT over FROM quota)

@@ -256,7 +256,7 @@ async def _store(
         limit = stream.plan.monthly_events
         raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
     ids = {row["id"] for row in inserted}
-    deliveries = sum(int(row["deliveries"]) for row in inserted)
+    deliveries = int(inserted[0]["deliveries"]) if inserted else 0
     repeats = [c for c in candidates if c.id not in ids]
     stored: dict[str, dict[str, Any]] = {}
     if repeats:
