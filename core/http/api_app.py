@@ -63,6 +63,10 @@ def create_api_app(services: Services) -> FastAPI:
     install_problem_handlers(app)
     install_validation_handler(app)
     app.add_route("/health", health.health, methods=["GET"], include_in_schema=False)
+    # Ingest takes an ingest key too, and reads its bodies itself (core/http/v1/ingest.py).
+    # It comes first: a request is matched against the routes in order, and ingest is the
+    # volume path (its two POST paths take no other method; a GET goes on to `streams`).
+    app.include_router(ingest.router, prefix="/v1", responses=problems(400, 405, 413, 429))
     for router in V1_ROUTERS:
         # Every route may meet a body it cannot parse, a method it does not take, the body
         # limit and the bad-key throttle.
@@ -72,8 +76,6 @@ def create_api_app(services: Services) -> FastAPI:
             dependencies=[Depends(check_request)],
             responses=problems(400, 405, 413, 429),
         )
-    # Ingest takes an ingest key too, and reads its bodies itself (core/http/v1/ingest.py).
-    app.include_router(ingest.router, prefix="/v1", responses=problems(400, 405, 413, 429))
     mount_mcp(app, services)
     install_api_docs(app)
     install_dashboard(app)

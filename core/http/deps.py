@@ -13,13 +13,20 @@ from core.platform.clock import utcnow
 from core.platform.services import Services
 
 
-def get_services(request: Request) -> Services:
+# Both are coroutines: FastAPI runs a plain function dependency on its thread pool, a
+# thread hop per dependency of every request.
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
+async def request_time() -> datetime:
+    """The time a request is handled at (`core.platform.clock.utcnow`)."""
+    return utcnow()
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
-NowDep = Annotated[datetime, Depends(utcnow)]
+NowDep = Annotated[datetime, Depends(request_time)]
 
 
 def throttled_client(request: Request, services: Services) -> bytes:

@@ -12,6 +12,9 @@ PREFIXES = frozenset(
 )
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 ID_LENGTH = 26
+# Every pair of digits, for ten bits at a time: an id is 13 pairs (26 digits, 130 bits).
+_PAIRS = tuple(a + b for a in _ALPHABET for b in _ALPHABET)
+_PAIR_SHIFTS = tuple(range(10 * (ID_LENGTH // 2 - 1), -1, -10))
 _SHAPE = re.compile(rf"[a-z]{{3}}_[{_ALPHABET}]{{{ID_LENGTH}}}")
 
 
@@ -34,8 +37,4 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
         raise ValueError(f"unknown id prefix {prefix!r}")
     millis = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     value = (millis << 80) | secrets.randbits(80)
-    chars = []
-    for _ in range(ID_LENGTH):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return f"{prefix}_{''.join(reversed(chars))}"
+    return f"{prefix}_{''.join([_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])}"

@@ -44,12 +44,43 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
+def _storable(value: Any, max_depth: int, max_name: int) -> bool:
+    """Whether `value` passes `check_storable`, found without the paths its errors name and
+    with every text checked at once (a fraction of the walk's cost: the usual case)."""
+    texts: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, Mapping | list):
+            if depth >= max_depth:
+                return False
+            if isinstance(item, list):
+                stack.extend((child, depth + 1) for child in item)
+                continue
+            for key, child in item.items():
+                name = str(key)
+                if len(name) > max_name:
+                    return False
+                texts.append(name)
+                stack.append((child, depth + 1))
+    # Joined, lone surrogates stay lone: Python's text is code points, never UTF-16 pairs.
+    return _text_problem("".join(texts)) is None
+
+
 def check_storable(
     value: Any, *, max_depth: int = MAX_DEPTH, max_name: int = MAX_FIELD_NAME
 ) -> None:
     """Raise UnstorableValue or InputLimit unless `value` (parsed JSON or form fields) can be
     stored as it is: text without NUL or lone surrogates, finite numbers, at most
     `max_depth` levels, keys of at most `max_name` characters."""
+    if _storable(value, max_depth, max_name):
+        return
+    # Something is wrong: walk again, naming where.
     stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
     while stack:
         item, path, depth = stack.pop()

@@ -84,7 +84,7 @@ SELECT k.organization_id, k.stream_id
 -- organization's plan and month count of events, its current schemas (the latest version
 -- the owner wrote for each event type, null for the default) and its live routes to live
 -- destinations.
-SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.plan,
+SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, s.revision, o.plan,
        coalesce((SELECT sum(u.events) FROM usage_counters u
                   WHERE u.organization_id = s.organization_id AND u.month = %(month)s), 0)
            AS month_events,
@@ -117,20 +117,33 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, o.
 -- each unless its client id or idempotency key is already the stream's (those are read
 -- afterwards), one delivery per planned route of each inserted event (it references the
 -- event and copies none of it), and the count of the inserted events on one of the
--- month's 16 shards. Returns the inserted events, or one row with `over` when the month's
--- count refused them all.
-WITH quota AS MATERIALIZED (
-    SELECT %(limit)s::integer IS NOT NULL
+-- month's 16 shards. With %(revision)s (the stream's settings were kept from an earlier
+-- ingest: core/streams/ingest.py), nothing is stored unless the stream is still live at
+-- that revision (0032) and, with %(key_hash)s, that ingest key is still a live key of it.
+-- Returns the inserted events, each with the number of deliveries the statement inserted
+-- (for all of them: counted once, not per event), or one row with `over` when the month's
+-- count refused them all, or with `stale` when the kept settings were not confirmed.
+WITH gate AS MATERIALIZED (
+    SELECT g.stale,
+           NOT g.stale AND %(limit)s::integer IS NOT NULL
            AND coalesce((SELECT sum(u.events) FROM usage_counters u
                           WHERE u.organization_id = %(organization_id)s
                             AND u.month = %(month)s), 0)
                + jsonb_array_length(%(events)s::jsonb) > %(limit)s::integer AS over
+      FROM (SELECT %(revision)s::bigint IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM streams s
+                 WHERE s.id = %(stream_id)s AND s.revision = %(revision)s::bigint
+                   AND s.deleted_at IS NULL
+                   AND (%(key_hash)s::bytea IS NULL OR EXISTS (
+                           SELECT 1 FROM stream_keys k
+                            WHERE k.key_hash = %(key_hash)s::bytea AND k.stream_id = s.id
+                              AND k.revoked_at IS NULL))) AS stale) g
 ), input AS (
     SELECT e.* FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
         id text, client_id text, idempotency_key text, type text, status text, reason text,
         schema_errors jsonb, schema_version integer, data jsonb, payload_hash text,
         occurred_at timestamptz, retention_days integer, n integer)
-     WHERE NOT (SELECT over FROM quota)
+     WHERE NOT (SELECT over OR stale FROM gate)
 ), event AS (
     INSERT INTO stream_events (id, organization_id, stream_id, client_id, idempotency_key,
                                type, status, reason, schema_errors, schema_version, data,
@@ -165,10 +178,10 @@ WITH quota AS MATERIALIZED (
      WHERE c.n > 0
     ON CONFLICT (organization_id, month, shard) DO UPDATE SET events = u.events + excluded.events
 )
-SELECT e.id, false AS over, (SELECT count(*) FROM delivery x WHERE x.event_id = e.id) AS deliveries
+SELECT e.id, false AS over, false AS stale, (SELECT count(*) FROM delivery) AS deliveries
   FROM event e
 UNION ALL
-SELECT NULL, true, 0 WHERE (SELECT over FROM quota)
+SELECT NULL, g.over, g.stale, 0 FROM gate g WHERE g.over OR g.stale
 
 -- name: find_stream_events
 -- The stream's events stored under these client ids or idempotency keys.

@@ -7,12 +7,24 @@ route. An event whose client id (or idempotency key) the stream already holds is
 the same payload is a `duplicate`, another payload a conflict. Nothing is half-stored: the
 events, their deliveries and the month's count are one statement, committed together or
 not at all.
+
+A stream's settings (with its schemas, routes and plan) are read with the caller's key in
+one round trip, and kept, per database and stream, for later ingests, as a form is for
+submits (`core.intake.form`): an ingest with kept settings sends their revision, and the
+ingest key when there is one, with the insert, which stores nothing unless the stream is
+still live at that revision and the key still one of its live keys (a revoked key fails at
+once, in every process). Otherwise, and whenever nothing reaches the insert, the ingest
+reads the settings afresh (answering as it would have from the start: 401, 403, 404, 402)
+and runs again. An API key's organization is checked before (`scope_of_key`), and must be
+the kept stream's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +36,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, StringConstraints, Va
 from core.owner.organizations import hash_key
 from core.owner.plans import PLANS, Plan
 from core.platform.clock import month_of
-from core.platform.db import Conn
+from core.platform.db import Conn, Database
 from core.platform.errors import (
     IdempotencyConflict,
     IngestKeyOnly,
@@ -87,6 +99,9 @@ class _Stream:
     month_events: int
     schemas: dict[str | None, tuple[int, dict[str, Any]]]
     routes: list[dict[str, Any]]
+    revision: int
+    # Kept from an earlier ingest: the insert confirms `revision` (see the module's doc).
+    kept: bool = False
 
 
 @dataclass(slots=True)
@@ -150,6 +165,41 @@ class Caller:
     ingest_key: str | None = None
 
 
+# Stream settings kept per database (a process has one; tests have several), at most
+# KEPT_STREAMS each.
+KEPT_STREAMS = 1024
+_kept: weakref.WeakKeyDictionary[Database, dict[str, _Stream]] = weakref.WeakKeyDictionary()
+
+
+def _kept_stream(services: Services, caller: Caller, stream_id: str) -> _Stream | None:
+    """The stream's settings kept from an earlier ingest, for this caller: any ingest key
+    (the insert confirms it), or an API key of the stream's organization."""
+    stream = _kept.get(services.db, {}).get(stream_id)
+    if stream is None or (
+        caller.scope is not None and caller.scope.organization_id != stream.organization_id
+    ):
+        return None
+    return stream
+
+
+async def _fresh_stream(
+    services: Services, caller: Caller, stream_id: str, now: datetime
+) -> _Stream:
+    """The stream's settings read now (they replace the kept ones, or drop them when the
+    read refuses the caller); PlanLimitReached when the month's events are used up."""
+    kept = _kept.setdefault(services.db, {})
+    kept.pop(stream_id, None)
+    async with services.db.connection() as conn:
+        stream = await _stream(conn, caller, stream_id, now)
+    if len(kept) >= KEPT_STREAMS:
+        del kept[next(iter(kept))]
+    kept[stream_id] = dataclasses.replace(stream, kept=True)
+    limit = stream.plan.monthly_events
+    if limit is not None and stream.month_events >= limit:
+        raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
+    return stream
+
+
 async def _stream(conn: Conn, caller: Caller, stream_id: str, now: datetime) -> _Stream:
     """The stream's settings; Unauthenticated for an ingest key that is not live, and
     `403 ingest_key_only` for one of another stream."""
@@ -183,6 +233,7 @@ async def _stream(conn: Conn, caller: Caller, stream_id: str, now: datetime) -> 
         month_events=int(row["month_events"]),
         schemas={s["event_type"]: (s["version"], s["schema"]) for s in row["schemas"]},
         routes=list(row["routes"]),
+        revision=row["revision"],
     )
 
 
@@ -190,6 +241,8 @@ async def _check_schema(stream: _Stream, candidate: _Candidate) -> None:
     """The stream's schema for the event's type (or its default) on the event's data:
     `enforce` quarantines what breaks it or could not be checked; `observe` accepts and
     reports the drift."""
+    candidate.status, candidate.reason = "accepted", None
+    candidate.errors, candidate.schema_version = None, None
     if stream.schema_mode == "off":
         return
     current = stream.schemas.get(candidate.event.type) or stream.schemas.get(None)
@@ -235,16 +288,26 @@ def _row(stream: _Stream, c: _Candidate, n: int) -> dict[str, Any]:
     }
 
 
+_Stored = tuple[set[str], dict[str, dict[str, Any]], int]
+
+
 async def _store(
-    conn: Conn, stream: _Stream, candidates: list[_Candidate], now: datetime
-) -> tuple[set[str], dict[str, dict[str, Any]], int]:
+    conn: Conn,
+    stream: _Stream,
+    key_hash: bytes | None,
+    candidates: list[_Candidate],
+    now: datetime,
+) -> _Stored | None:
     """Insert the candidates, their deliveries and their count in one statement; return
     the ids inserted, the stored events the others repeat (by client id, or by idempotency
-    key), and the deliveries planned. PlanLimitReached, storing nothing, when they would
-    take the month past the plan's events."""
+    key), and the deliveries planned; None, storing nothing, when the stream's kept
+    settings (or the ingest key, `key_hash`) were not confirmed. PlanLimitReached, storing
+    nothing, when they would take the month past the plan's events."""
     params = {
         "organization_id": stream.organization_id,
         "stream_id": stream.id,
+        "revision": stream.revision if stream.kept else None,
+        "key_hash": key_hash if stream.kept else None,
         "now": now,
         "month": month_of(now),
         "limit": stream.plan.monthly_events,
@@ -252,11 +315,13 @@ async def _store(
         "deliveries": Jsonb(_planned_deliveries(stream, candidates)),
     }
     inserted = await (await execute(conn, "insert_stream_events", params)).fetchall()
+    if any(row["stale"] for row in inserted):
+        return None
     if any(row["over"] for row in inserted):
         limit = stream.plan.monthly_events
         raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
     ids = {row["id"] for row in inserted}
-    deliveries = sum(int(row["deliveries"]) for row in inserted)
+    deliveries = int(inserted[0]["deliveries"]) if inserted else 0
     repeats = [c for c in candidates if c.id not in ids]
     stored: dict[str, dict[str, Any]] = {}
     if repeats:
@@ -318,11 +383,9 @@ async def ingest(
 ) -> Ingested:
     """Check and store `events` (parsed JSON, one per element) in one transaction. `key`
     (an `Idempotency-Key`) stands for the id of an event posted alone without one."""
-    async with services.db.connection() as conn:
-        stream = await _stream(conn, caller, stream_id, now)
-    limit = stream.plan.monthly_events
-    if limit is not None and stream.month_events >= limit:
-        raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
+    stream = _kept_stream(services, caller, stream_id)
+    if stream is None:
+        stream = await _fresh_stream(services, caller, stream_id, now)
     outcomes: list[Outcome | None] = [None] * len(events)
     candidates: list[_Candidate] = []
     first: dict[str, _Candidate] = {}
@@ -344,12 +407,23 @@ async def ingest(
             continue
         if keyed:
             first[_repeat_key(candidate)] = candidate
-        await _check_schema(stream, candidate)
         candidates.append(candidate)
     deliveries = 0
+    if not candidates and stream.kept:
+        # Nothing reaches the insert to confirm the kept settings and the key.
+        await _fresh_stream(services, caller, stream_id, now)
     if candidates:
-        async with services.db.connection() as conn:
-            ids, stored, deliveries = await _store(conn, stream, candidates, now)
+        key_hash = hash_key(caller.ingest_key) if caller.ingest_key is not None else None
+        while True:
+            for candidate in candidates:
+                await _check_schema(stream, candidate)
+            async with services.db.connection() as conn:
+                done = await _store(conn, stream, key_hash, candidates, now)
+            if done is not None:
+                break
+            # The kept settings were stale: read them afresh (never stale) and run again.
+            stream = await _fresh_stream(services, caller, stream_id, now)
+        ids, stored, deliveries = done
         for c in candidates:
             if c.id in ids:
                 outcomes[c.index] = Outcome(

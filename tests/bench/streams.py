@@ -41,7 +41,7 @@ from psycopg.types.json import Jsonb
 
 from core.platform.ids import new_id
 from tests.bench.receiver import start_receiver
-from tests.bench.submit import SECRET, _free_port, _url, pgbench
+from tests.bench.submit import ROOT, SECRET, _free_port, _url, pgbench
 
 BATCH = 500
 KEY = "pbs_bench-ingest-key-0123456789abcdef0123456789"
@@ -213,6 +213,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per mode")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--pool-max", type=int, default=10, help="POSTBAG_DB_POOL_MAX")
+    parser.add_argument(
+        "--modes", choices=["both", "batch", "single"], default="both", help="what to measure"
+    )
     args = parser.parse_args()
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
@@ -229,6 +232,8 @@ def main() -> int:
         POSTBAG_LOG_LEVEL="WARNING",
         POSTBAG_DB_POOL_MAX=str(args.pool_max),
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
+        # The runner imports this tree's code, not the one the environment was installed from.
+        PYTHONPATH=str(ROOT),
     )
     postbag = str(Path(sys.executable).parent / "postbag")
     runner = subprocess.Popen(
@@ -252,7 +257,10 @@ def main() -> int:
             f"cpus: {os.cpu_count()}, concurrency {args.concurrency}, {args.rounds} rounds of "
             f"{args.duration} s each (Postbag, then pgbench)"
         )
-        for label, batch in (("batch of 500", BATCH), ("single event", 1)):
+        modes = [("batch of 500", BATCH), ("single event", 1)]
+        if args.modes != "both":
+            modes = [modes[0] if args.modes == "batch" else modes[1]]
+        for label, batch in modes:
             script = workdir / f"streams-{batch}.pgbench"
             script.write_text(PGBENCH_SCRIPT.format(**ids, batch=batch))
             ours, theirs, rounds = measure(port, path, url, script, workdir, batch, args)

@@ -18,3 +18,11 @@ def test_new_id__prefixed_and_time_ordered() -> None:
 def test_new_id__unknown_prefix_refused() -> None:
     with pytest.raises(ValueError):
         new_id("xyz")
+
+
+def test_new_id__its_digits_are_the_milliseconds_and_80_random_bits() -> None:
+    made = new_id("evt", now_ms=1_700_000_000_123)
+    value = 0
+    for digit in made.removeprefix("evt_"):
+        value = value * 32 + "0123456789abcdefghjkmnpqrstvwxyz".index(digit)
+    assert value >> 80 == 1_700_000_000_123
