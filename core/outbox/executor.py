@@ -23,7 +23,7 @@ from core.owner.alerts import raise_alert
 from core.platform.logs import log
 
 if TYPE_CHECKING:
-    from core.outbox.worker import PassState
+    from core.outbox.passes import PassState
 
 
 def skip_reason(claim: Claim, now: datetime) -> str | None:

@@ -13,8 +13,8 @@ from starlette.responses import Response
 from core.http.dashboard.pages import CheckedForm, SessionDep
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
-from core.intake.wakeup import wake_deliveries
 from core.outbox import replays
+from core.outbox.wakeup import wake_deliveries
 from core.owner import destinations
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, invalid_input
