@@ -9,7 +9,7 @@ from typing import Any
 from mangum import Mangum
 
 from core.http.api_app import create_api_app
-from core.intake.wakeup import prepare_wakeup
+from core.outbox.wakeup import prepare_wakeup
 from core.platform.admin import is_admin_command, run_admin_command
 from core.platform.services import Services
 from core.platform.settings import production_settings

@@ -3,7 +3,7 @@
 from mangum import Mangum
 
 from core.http.submit_app import create_submit_app
-from core.intake.wakeup import prepare_wakeup
+from core.outbox.wakeup import prepare_wakeup
 from core.platform.services import Services
 from core.platform.settings import production_settings
 

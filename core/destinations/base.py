@@ -81,7 +81,7 @@ class Result:
     `ok` means delivered. Otherwise `retryable` separates failures worth retrying (timeout,
     connection, 408, 429, 5xx) from final ones. `http_status` / `error_class` say what
     happened, `excerpt` is at most 512 characters of the answer, and `retry_after` is the
-    peer's requested wait in seconds, if it gave a valid one. `skip_reason` ends the
+    peer's requested wait in seconds (at most 6 h), if it gave a valid one. `skip_reason` ends the
     delivery `skipped` without a send (the `log` email provider: printed, never sent).
     `provider_error` is a service's short error code (Slack's `invalid_payload`), shown
     after the HTTP status.

@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 from core.destinations.chat import PROVIDER_ERROR_CHARS, ChatAdapter
 from core.destinations.text import ChatMessage, cut
-from core.outbox.backoff import MAX_DELAY
 
 TITLE_CHARS = 256
 DESCRIPTION_CHARS = 4096
@@ -84,13 +83,14 @@ class DiscordAdapter(ChatAdapter):
 
     def retry_after(self, answer: bytes) -> float | None:
         """The body's `retry_after`, rounded up to whole seconds as Discord's `Retry-After`
-        header is, so the body's finer figure never shortens the header's wait."""
+        header is, so the body's finer figure never shortens the header's wait (an infinite
+        figure is read as none)."""
         try:
             seconds = json.loads(answer)["retry_after"]
         except (ValueError, KeyError, TypeError):
             return None
-        if isinstance(seconds, int | float) and seconds > 0:
-            return min(float(math.ceil(seconds)), MAX_DELAY)
+        if isinstance(seconds, int | float) and 0 < seconds < math.inf:
+            return float(math.ceil(seconds))
         return None
 
     def provider_error(self, answer: str) -> str | None:

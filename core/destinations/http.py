@@ -1,20 +1,71 @@
 """The process's shared HTTP client, and one POST as adapters send it: no redirects, a hard
-timeout, a short excerpt kept."""
+timeout, a short excerpt kept, the answer classified (docs/delivery.md).
+
+`classify_status` and `parse_retry_after` are pure: what an HTTP answer means for a
+delivery, and how long it asks to wait. The outbox turns that into the next attempt's time
+(core/outbox/backoff.py); destinations never import the outbox.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import Enum
 
 import aiohttp
 
 from core.destinations.base import Result
-from core.outbox.backoff import Verdict, classify_status, parse_retry_after
 
 EXCERPT_CHARS = 512
+# The longest wait an answer may ask for (a `Retry-After` header, a chat service's body),
+# as the outbox's longest backoff: a figure past it is read as it.
+MAX_RETRY_AFTER = 6 * 3600.0
 # Enough of the answer for the excerpt and for small JSON bodies (Telegram's errors).
 _READ_LIMIT = 16 * 1024
+
+
+class Verdict(Enum):
+    """What an HTTP status means for a delivery."""
+
+    SENT = "sent"
+    RETRY = "retry"
+    DEAD = "dead"
+
+
+def classify_status(status: int) -> Verdict:
+    """2xx sent; 408, 429 and 5xx retried; anything else (3xx included) dead at once."""
+    if 200 <= status < 300:
+        return Verdict.SENT
+    if status in (408, 429) or 500 <= status < 600:
+        return Verdict.RETRY
+    return Verdict.DEAD
+
+
+def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
+    """Seconds a `Retry-After` header asks for (delta-seconds or an HTTP date).
+
+    A missing, malformed, negative or past value is None: the normal backoff applies.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    seconds = (when - now).total_seconds()
+    if seconds <= 0:
+        return None
+    return seconds
+
 
 _clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
@@ -63,8 +114,10 @@ async def post(
 ) -> Result:
     """POST `content` and classify the answer (docs/delivery.md); never raises for I/O.
 
-    `server_hostname` is the name TLS presents and verifies when `url` names the address
-    the SSRF guard checked instead of the host.
+    A retryable answer's wait is the longer of its `Retry-After` header and the service's
+    `retry_after` reading of the body, capped at MAX_RETRY_AFTER. `server_hostname` is the
+    name TLS presents and verifies when `url` names the address the SSRF guard checked
+    instead of the host.
     """
     body = bytearray()
     try:
@@ -97,6 +150,8 @@ async def post(
         if hint is not None:
             # A service may ask in its body as well as in the header: the longer wait wins.
             wait = max(hint, wait or 0.0)
+        if wait is not None:
+            wait = min(wait, MAX_RETRY_AFTER)
     return Result(
         ok=verdict is Verdict.SENT,
         retryable=verdict is Verdict.RETRY,

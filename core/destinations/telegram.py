@@ -13,7 +13,6 @@ from pydantic import Field
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import message
-from core.outbox.backoff import MAX_DELAY
 
 # Telegram refuses longer messages.
 MAX_TEXT = 4096
@@ -74,7 +73,7 @@ def _telegram_retry_after(body: bytes) -> float | None:
     except (ValueError, KeyError, TypeError):
         return None
     if isinstance(seconds, int | float) and seconds > 0:
-        return min(float(seconds), MAX_DELAY)
+        return float(seconds)
     return None
 
 

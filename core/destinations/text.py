@@ -22,6 +22,10 @@ CONSENT_GIVEN = "Consent: given"
 # service cuts further): rendering stops there, it never renders and then cuts.
 TEXT_CHARS = 100_000
 SUBJECT_CHARS = 998
+# The payload event of an owner's notice (core/owner/notifications.py): like a digest, it
+# carries its own subject and text.
+NOTICE_EVENT = "postbag.notice"
+_OWN_TEXT = frozenset({"form.digest", NOTICE_EVENT})
 # Levels of lists and objects inside a field's value that the text shows.
 MAX_DEPTH = 8
 CUT = "…"
@@ -101,7 +105,7 @@ def message(
     `limit` characters), or the default message."""
     template = template or {}
     values = _field_values(payload)
-    if payload.get("event") == "form.digest" and isinstance(payload.get("text"), str):
+    if payload.get("event") in _OWN_TEXT and isinstance(payload.get("text"), str):
         return str(payload.get("subject") or "Form digest"), str(payload["text"])
     subject = template.get("subject")
     text = template.get("text")

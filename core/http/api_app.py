@@ -21,6 +21,7 @@ from core.http.v1 import (
     forms,
     ingest,
     keys,
+    organization,
     routes,
     schemas,
     spam,
@@ -45,6 +46,7 @@ V1_ROUTERS: list[APIRouter] = [
     alerts.router,
     digests.router,
     usage.router,
+    organization.router,
     streams.router,
     spam.router,
 ]

@@ -29,7 +29,7 @@ from core.intake.form import Form, form_for_submit, resolve_form
 from core.intake.submit import Receipt, SubmitRequest
 from core.intake.submit import submit as run_submit
 from core.intake.visitor import client_address
-from core.intake.wakeup import wake_deliveries
+from core.outbox.wakeup import wake_deliveries
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError
 from core.platform.ids import is_id

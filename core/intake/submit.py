@@ -1,7 +1,7 @@
 """The submit path (docs/submit.md): parse → checks → files to storage → plan → one insert.
 
 The HTTP layer resolves the form (`core.intake.form`), calls `submit`, answers, then wakes
-the worker (`core.intake.wakeup`). Every submission that reaches storage gets a status
+the worker (`core.outbox.wakeup`). Every submission that reaches storage gets a status
 (`core.intake.checks` decides it); a repeat of an earlier one (the same idempotency key, or
 without one the same client and payload within 60 seconds) gets its receipt instead.
 """

@@ -1,38 +1,21 @@
-"""When to try a delivery again: classification, backoff and `Retry-After` (docs/delivery.md).
+"""When to try a delivery again: the backoff, lengthened by the wait a service asked for
+(docs/delivery.md). How an answer is classified and what wait it asks for is the
+destinations' (core/destinations/http.py).
 
-Pure functions of their arguments (time and randomness are passed in), so the rules are
-tested without a database or a clock.
+Pure functions of their arguments (randomness is passed in), so the rules are tested
+without a database or a clock.
 """
 
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
-from enum import Enum
+from datetime import datetime, timedelta
 
 BASE_DELAY = 30.0
 MAX_DELAY = 6 * 3600.0
 JITTER = 0.2
 # Failures in a row after which a destination is `failing` and only probes are sent.
 STORM_THRESHOLD = 5
-
-
-class Verdict(Enum):
-    """What an HTTP status means for a delivery."""
-
-    SENT = "sent"
-    RETRY = "retry"
-    DEAD = "dead"
-
-
-def classify_status(status: int) -> Verdict:
-    """2xx sent; 408, 429 and 5xx retried; anything else (3xx included) dead at once."""
-    if 200 <= status < 300:
-        return Verdict.SENT
-    if status in (408, 429) or 500 <= status < 600:
-        return Verdict.RETRY
-    return Verdict.DEAD
 
 
 def backoff_delay(attempts: int, *, rng: random.Random | None = None) -> float:
@@ -46,7 +29,8 @@ def backoff_delay(attempts: int, *, rng: random.Random | None = None) -> float:
 def retry_delay(
     attempts: int, retry_after: float | None, *, rng: random.Random | None = None
 ) -> float:
-    """The wait before the next attempt: the backoff, lengthened by a valid `Retry-After`."""
+    """The wait before the next attempt: the backoff, lengthened by the wait a service asked
+    for, capped at MAX_DELAY (the one place the cap applies to a retry)."""
     delay = backoff_delay(attempts, rng=rng)
     if retry_after is not None and retry_after > delay:
         delay = retry_after
@@ -59,30 +43,6 @@ def probe_window(consecutive_failures: int) -> float:
         2.0 ** max(consecutive_failures - STORM_THRESHOLD, 0) * BASE_DELAY, MAX_DELAY
     )
     return window
-
-
-def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
-    """Seconds a `Retry-After` header asks for (delta-seconds or an HTTP date), capped at 6 h.
-
-    A missing, malformed, negative or past value is None: the normal backoff applies.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return min(float(value), MAX_DELAY)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    seconds = (when - now).total_seconds()
-    if seconds <= 0:
-        return None
-    return min(seconds, MAX_DELAY)
 
 
 def next_attempt_at(

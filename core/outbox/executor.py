@@ -1,6 +1,7 @@
 """The executor of a pass: one claim from its live checks to its written outcome (docs/delivery.md).
 
-The live skip check, the attempt limit (attempts cut short by a crash count), the quota
+A destination that paused itself first (its deliveries wait: core/outbox/pauses.py), the
+live skip check, the attempt limit (attempts cut short by a crash count), the quota
 hold, the per-destination gate, the breaker's say on a failing destination, the adapter's
 send (an exception is a failed attempt, never an orphaned claim), then `decide`, the
 completer and the destination's adaptive limit.
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from core.destinations.base import DeliveryContext, Result
 from core.destinations.registry import ADAPTERS
-from core.outbox import limits, store
+from core.outbox import limits, pauses, store
 from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
@@ -23,7 +24,7 @@ from core.owner.alerts import raise_alert
 from core.platform.logs import log
 
 if TYPE_CHECKING:
-    from core.outbox.worker import PassState
+    from core.outbox.passes import PassState
 
 
 def skip_reason(claim: Claim, now: datetime) -> str | None:
@@ -94,6 +95,10 @@ async def _exhausted(claim: Claim, state: PassState) -> None:
 
 
 async def _deliver(claim: Claim, state: PassState) -> None:
+    if pauses.waits(claim):
+        # Before the attempt limit too: a claim that crashed on its last attempt waits.
+        await pauses.park(claim, state)
+        return
     reason = skip_reason(claim, state.now())
     if reason is not None:
         await state.completer.write(store.Outcome(claim, state.now(), "skipped", reason, reason))

@@ -14,7 +14,7 @@ from core.outbox.store import Claim
 from core.platform.logs import log
 
 if TYPE_CHECKING:
-    from core.outbox.worker import PassState
+    from core.outbox.passes import PassState
 
 # Seconds between claims while sends are in flight and nothing was due.
 POLL = 0.2

@@ -46,6 +46,8 @@ class Claim:
     erase_at: datetime | None
     destination_deleted_at: datetime | None
     destination_enabled: bool | None
+    # Why it is paused: `owner` (its deliveries are skipped) or `failing` (they wait).
+    destination_paused_reason: str | None
     destination_health: str | None
     destination_probe_after: datetime | None
     destination_failures: int | None
@@ -123,6 +125,7 @@ async def claim_due(
             erase_at=row["event_erase_at"] if row["kind"] == "event" else row["erase_at"],
             destination_deleted_at=row["destination_deleted_at"],
             destination_enabled=row["destination_enabled"],
+            destination_paused_reason=row["destination_paused_reason"],
             destination_health=row["destination_health"],
             destination_probe_after=row["destination_probe_after"],
             destination_failures=row["destination_failures"],
@@ -320,10 +323,18 @@ async def promote_parked(conn: Conn, destination_id: str, *, at: datetime, now: 
     await conn.execute(queries["promote_parked"], {"id": destination_id, "at": at, "now": now})
 
 
-async def park_due(conn: Conn, destination_id: str, *, now: datetime, until: datetime) -> int:
-    """Park the due deliveries of a failing destination in one statement; returns how many."""
+async def park_due(
+    conn: Conn,
+    destination_id: str,
+    *,
+    now: datetime,
+    until: datetime,
+    detail: str = "destination_failing",
+) -> int:
+    """Park the due deliveries of a failing (or paused) destination in one statement;
+    returns how many."""
     cur = await conn.execute(
-        queries["park_due"], {"id": destination_id, "now": now, "until": until}
+        queries["park_due"], {"id": destination_id, "now": now, "until": until, "detail": detail}
     )
     return cur.rowcount
 

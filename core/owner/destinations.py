@@ -25,6 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.registry import ADAPTERS
 from core.owner.usage import reserve
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.errors import InvalidConfig, InvalidInput, InvalidSecret, NotFound
 from core.platform.ids import new_id
@@ -67,6 +68,19 @@ def _config_by_type(schema: dict[str, Any]) -> None:
     ]
 
 
+class PauseAfter(BaseModel):
+    """When a destination pauses itself: the storm breaker has held it `failing` (no attempt
+    sent) for `hours`, with at least `attempts` attempts in them, all failed
+    (docs/delivery.md#destinations-that-pause-themselves)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hours: int = Field(default=24, ge=1, le=720, description="the window, in hours (1-720)")
+    attempts: int = Field(
+        default=10, ge=1, le=10_000, description="the fewest failed attempts in the window"
+    )
+
+
 class DestinationFields(BaseModel):
     """A destination as created."""
 
@@ -82,6 +96,7 @@ class DestinationFields(BaseModel):
         default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
     )
     enabled: bool = True
+    pause_after: PauseAfter = Field(default_factory=PauseAfter)
 
 
 class DestinationPatch(BaseModel):
@@ -95,7 +110,14 @@ class DestinationPatch(BaseModel):
     secret: Secret | SkipJsonSchema[None] = Field(
         default=None, description=_SECRET_DESCRIPTION, json_schema_extra={"writeOnly": True}
     )
-    enabled: bool | SkipJsonSchema[None] = None
+    enabled: bool | SkipJsonSchema[None] = Field(
+        default=None,
+        description=(
+            "false pauses it (reason `owner`; a destination already paused keeps its reason); "
+            "true resumes a paused one, whatever the reason: what waited is sent"
+        ),
+    )
+    pause_after: PauseAfter | SkipJsonSchema[None] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +227,8 @@ async def create_destination(
             "name": fields.name,
             "config": Jsonb(config.stored),
             "enabled": fields.enabled,
+            "pause_after_hours": fields.pause_after.hours,
+            "pause_after_attempts": fields.pause_after.attempts,
         },
     )
     if secret is not None:
@@ -234,7 +258,9 @@ async def update_destination(
     patch: DestinationPatch,
     ctx: ValidationContext,
 ) -> dict[str, Any]:
-    """Change what `patch` sets; a secret in it is appended as the next version."""
+    """Change what `patch` sets; a secret in it is appended as the next version. Resuming a
+    paused destination (`enabled: true`) queues at once what waited for it, and the row
+    answered then says which pause ended (`resumed`: its reason and time)."""
     params = {"id": destination_id, "organization_id": scope.organization_id}
     current = await (await conn.execute(queries["lock_destination"], params)).fetchone()
     if current is None:
@@ -260,10 +286,23 @@ async def update_destination(
             **params,
             "name": patch.name,
             "config": None if config is None else Jsonb(config.stored),
-            "enabled": patch.enabled,
+            "pause_after_hours": None if patch.pause_after is None else patch.pause_after.hours,
+            "pause_after_attempts": None
+            if patch.pause_after is None
+            else patch.pause_after.attempts,
         },
     )
-    return await get_destination(conn, scope, destination_id=destination_id)
+    now = utcnow()
+    resumed = None
+    if patch.enabled is False:
+        await conn.execute(queries["pause_destination"], {**params, "now": now})
+    elif patch.enabled is True:
+        cur = await conn.execute(queries["resume_destination"], {**params, "now": now})
+        resumed = await cur.fetchone()
+        if resumed is not None:
+            await conn.execute(queries["release_waiting"], {**params, "now": now})
+    row = await get_destination(conn, scope, destination_id=destination_id)
+    return {**row, "resumed": resumed}
 
 
 @scoped

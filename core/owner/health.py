@@ -1,6 +1,7 @@
 """A destination's health in one word, from what the last 24 hours of attempts say.
 
-- `paused`: the owner turned it off (queued deliveries wait).
+- `paused`: turned off by its owner (deliveries that come due are skipped), or paused
+  itself after failing every attempt for its window (they wait: core/outbox/pauses.py).
 - `failing`: the storm breaker sends it probes only, or at least MIN_ATTEMPTS attempts in
   the window and under FAILING_BELOW of them sent.
 - `degraded`: at least MIN_ATTEMPTS attempts and under DEGRADED_BELOW sent, or the 95th

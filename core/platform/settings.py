@@ -81,7 +81,7 @@ class Settings:
     deliver_loop_seconds: int = 0
     log_level: LogLevel = "INFO"
     # The cloud's deliver function, which the submit path wakes after a commit
-    # (core/intake/wakeup.py); unset: a NOTIFY wakes `postbag worker` instead.
+    # (core/outbox/wakeup.py); unset: a NOTIFY wakes `postbag worker` instead.
     deliver_function_name: str | None = None
     # The Bearer token GET /metrics requires; unset: /metrics answers anyone who reaches it.
     metrics_token: Secret | None = None

@@ -58,7 +58,7 @@ ActorKind = Literal["member", "key"]
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
-DeliveryKind = Literal["submission", "acknowledgement", "digest", "event"]
+DeliveryKind = Literal["submission", "acknowledgement", "digest", "event", "notification"]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
     "values_erased",
@@ -88,6 +88,9 @@ StreamEventReason = Literal["schema_violation", "schema_unchecked", "schema_erro
 
 # destinations.health: the storm breaker's state (failing: only probes are sent).
 DestinationHealth = Literal["healthy", "failing"]
+# destinations.paused_reason: turned off by its owner, or paused itself (every attempt
+# failed for its window).
+PausedReason = Literal["owner", "failing"]
 # A destination's health as the API and the dashboard say it (core/owner/health.py).
 HealthReading = Literal["healthy", "degraded", "failing", "paused"]
 
@@ -95,6 +98,9 @@ HealthReading = Literal["healthy", "degraded", "failing", "paused"]
 AlertKind = Literal["delivery.dead", "storage.stuck"]
 # alerts.status
 AlertStatus = Literal["open", "acknowledged", "resolved"]
+
+# notifications.kind: what the organization's notification addresses are told.
+NotificationKind = Literal["destination.paused", "delivery.dead", "quota.reached"]
 
 # auth_failures.kind: what a throttled client failed at.
 AuthFailureKind = Literal["sign_in", "api_key"]

@@ -48,8 +48,9 @@ UPDATE deliveries
  WHERE id = %(id)s AND organization_id = %(organization_id)s
 
 -- name: notify_deliveries
--- Wake listening workers (an accelerator only: the tick drains the outbox regardless).
-SELECT pg_notify('postbag_deliveries', %(payload)s)
+-- Wake listening workers on the channel core/outbox/wakeup.py names (an accelerator only:
+-- the tick drains the outbox regardless).
+SELECT pg_notify(%(channel)s, '')
 
 -- name: destination_for_test
 -- A live destination of the organization and its current secret.

@@ -1,7 +1,11 @@
 -- name: insert_destination
 -- Create a destination with its validated config.
-INSERT INTO destinations (id, organization_id, type, name, config, enabled)
-VALUES (%(id)s, %(organization_id)s, %(type)s, %(name)s, %(config)s, %(enabled)s)
+-- Created turned off, it is paused by its owner.
+INSERT INTO destinations (id, organization_id, type, name, config, enabled, paused_reason,
+                          paused_at, pause_after_hours, pause_after_attempts)
+VALUES (%(id)s, %(organization_id)s, %(type)s, %(name)s, %(config)s, %(enabled)s,
+        CASE WHEN NOT %(enabled)s THEN 'owner' END, CASE WHEN NOT %(enabled)s THEN now() END,
+        %(pause_after_hours)s, %(pause_after_attempts)s)
 RETURNING id
 
 -- name: insert_destination_secret
@@ -15,7 +19,7 @@ RETURNING version
 -- name: get_destination
 -- One live destination as the API shows it: config, and the current secret version only.
 SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.created_at,
-       d.updated_at,
+       d.updated_at, d.paused_reason, d.paused_at, d.pause_after_hours, d.pause_after_attempts,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version
@@ -31,7 +35,7 @@ SELECT id, type FROM destinations
 -- name: list_destinations
 -- One page of the organization's live destinations, by id, after a cursor.
 SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.created_at,
-       d.updated_at,
+       d.updated_at, d.paused_reason, d.paused_at, d.pause_after_hours, d.pause_after_attempts,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version
@@ -43,11 +47,13 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
  LIMIT %(limit)s
 
 -- name: update_destination
--- Write a live destination's name, config and enabled flag.
+-- Write a live destination's name, config and window (its pause and resume have their
+-- own statements: core/sql/pauses.sql).
 UPDATE destinations
    SET name = coalesce(%(name)s, name),
        config = coalesce(%(config)s, config),
-       enabled = coalesce(%(enabled)s, enabled),
+       pause_after_hours = coalesce(%(pause_after_hours)s, pause_after_hours),
+       pause_after_attempts = coalesce(%(pause_after_attempts)s, pause_after_attempts),
        updated_at = now()
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 RETURNING id

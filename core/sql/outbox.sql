@@ -196,7 +196,8 @@ SELECT c.id, c.organization_id, c.kind, c.submission_id, c.destination_id, c.cha
                        FROM attachments a WHERE a.submission_id = s.id), '[]'::jsonb)
        END AS attachments,
        s.erased_at, s.erase_at, dst.deleted_at AS destination_deleted_at,
-       dst.enabled AS destination_enabled, dst.health AS destination_health,
+       dst.enabled AS destination_enabled, dst.paused_reason AS destination_paused_reason,
+       dst.health AS destination_health,
        dst.probe_after AS destination_probe_after,
        dst.consecutive_failures AS destination_failures,
        dst.send_limit AS destination_send_limit,
@@ -380,8 +381,9 @@ UPDATE deliveries
               ORDER BY next_attempt_at, id LIMIT 1)
 
 -- name: park_due
--- Park every due delivery of a failing destination at once (not one claim at a time): due
--- again at %(until)s at the latest, released by the next successful probe. Rows another
+-- Park every due delivery of a failing (or paused) destination at once (not one claim at a
+-- time): due again at %(until)s at the latest, released by the next successful probe (or
+-- the resume). Rows another
 -- statement holds are passed over (they are parked as they are claimed).
 WITH parked AS (
     SELECT id FROM deliveries
@@ -392,7 +394,7 @@ WITH parked AS (
 )
 UPDATE deliveries d
    SET throttled = true, next_attempt_at = greatest(d.next_attempt_at, %(until)s),
-       last_detail = 'destination_failing', updated_at = %(now)s
+       last_detail = %(detail)s, updated_at = %(now)s
   FROM parked
  WHERE d.id = parked.id
 

@@ -112,6 +112,13 @@ DELETE FROM events
  WHERE id IN (SELECT id FROM events WHERE created_at < %(before)s
                ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 
+-- name: prune_notifications
+-- Up to `limit` handled owner's notices written before `before` (the history period).
+DELETE FROM notifications
+ WHERE id IN (SELECT id FROM notifications
+               WHERE handled_at IS NOT NULL AND created_at < %(before)s
+               ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
 -- name: prune_schema_drift
 -- Up to `limit` drift rows of hours before `before`, deleted (the drift summary's period).
 DELETE FROM schema_drift

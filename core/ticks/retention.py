@@ -1,6 +1,6 @@
 """The retention tick (docs/scheduled.md): expire values past `erase_at`, delete stored files, sweep
 orphans, prune old events and delivery attempts, and the housekeeping (schema inference,
-destination health, quota release).
+destination health, destinations that pause themselves, the owner's notices, quota release).
 
 Every step is a short transaction or one statement, so a million expired rows never hold
 one long transaction, and every step is safe on several machines at once: expiry locks
@@ -22,9 +22,12 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from core.outbox import store
+from core.outbox.pauses import pause_failing
+from core.outbox.wakeup import wake_deliveries
 from core.owner.alerts import raise_alert
 from core.owner.dashboard_sessions import forget_idle_sessions
 from core.owner.form_schemas import DRIFT_DAYS
+from core.owner.notifications import gather, send_due
 from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import PostbagError
@@ -271,9 +274,9 @@ async def _infer_one(
 async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
-    """Delete events and delivery attempts older than `HISTORY_DAYS`, the counts of
-    acknowledgements of days gone by, heartbeats of workers long gone and duplicate
-    fingerprints whose window is over, a batch per statement."""
+    """Delete events, delivery attempts and handled notices older than `HISTORY_DAYS`, the
+    counts of acknowledgements of days gone by, heartbeats of workers long gone and
+    duplicate fingerprints whose window is over, a batch per statement."""
     stats: Counter[str] = Counter()
     history_start = now - timedelta(days=HISTORY_DAYS)
     for name, counter, before in (
@@ -287,6 +290,7 @@ async def prune_history(
             now - timedelta(seconds=MAX_DUPLICATE_WINDOW),
         ),
         ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
+        ("prune_notifications", "notifications_pruned", history_start),
     ):
         while True:
             async with services.db.connection() as conn:
@@ -302,8 +306,10 @@ async def prune_history(
 async def housekeeping(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
-    """Schema inference, the destination health rollup, the release of held deliveries and
-    the sweep of idle dashboard sessions (they are refused once idle; this forgets them)."""
+    """Schema inference, the destination health rollup, destinations failing for their
+    window paused, the owner's notices gathered and folded into emails (woken at once), the
+    release of held deliveries and the sweep of idle dashboard sessions (they are refused
+    once idle; this forgets them)."""
     stats: Counter[str] = Counter()
     async with services.db.connection() as conn:
         stats["schemas_inferred"] = await infer_schemas(
@@ -311,10 +317,17 @@ async def housekeeping(
         )
         cur = await conn.execute(queries["roll_up_destination_health"], {"now": now})
         stats["destinations_rolled_up"] = cur.rowcount
+        stats["destinations_paused"] = await pause_failing(conn, now=now)
+        stats["notices"] = await gather(conn, now=now)
         # The same statement the deliver tick runs first: an upgrade or a new month releases
         # held deliveries even while no delivery is due.
         stats["released"] = await store.release_held(conn, now=now)
         stats["sessions_forgotten"] = await forget_idle_sessions(conn, now=now)
+    stats["notice_emails"] = await send_due(
+        services.db, now=now, public_url=str(services.settings.public_url)
+    )
+    if stats["notice_emails"]:
+        await wake_deliveries(services)
     return stats
 
 

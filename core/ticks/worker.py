@@ -17,17 +17,15 @@ import signal
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-import psycopg
-
 from core.destinations.http import close_shared_client
-from core.outbox.worker import Deliverer, WorkerOptions
+from core.outbox.passes import WorkerOptions
+from core.outbox.wakeup import listen, notify_workers
+from core.outbox.worker import Deliverer
 from core.platform.clock import utcnow
 from core.platform.logs import log
-from core.platform.queries import queries
 from core.platform.services import Services
 from core.ticks.registry import TICKS, Tick, record_heartbeat, run_pass
 
-CHANNEL = "postbag_deliveries"
 # After the first notification, how long to gather the others before a pass: a burst of
 # submits costs one pass, not one per submit.
 DEBOUNCE_SECONDS = 0.05
@@ -81,7 +79,13 @@ class Worker:
         ]
         listener = None
         if self.listen_url is not None and any(tick.name == "deliver" for tick in self.ticks):
-            listener = asyncio.create_task(self._listen(self.listen_url))
+            listener = asyncio.create_task(
+                listen(
+                    self.listen_url,
+                    self._wake,
+                    connect_timeout=self.services.settings.db_connect_timeout,
+                )
+            )
         try:
             await asyncio.gather(*loops)
         finally:
@@ -136,7 +140,7 @@ class Worker:
             )
             await record_heartbeat(self.services, tick, now=now, result=result, worker_id=self.name)
             if result.get("given_back"):
-                await self._notify()
+                await notify_workers(self.services)
         except Exception:
             log.exception("tick pass failed", extra={"tick": tick.name})
         if more_due.done() and more_due.result():
@@ -188,30 +192,6 @@ class Worker:
             for wait in waits:
                 wait.cancel()
         return wake is not None and wake.is_set() and not self.stop.is_set()
-
-    async def _listen(self, url: str) -> None:
-        """Set the wake-up on every `postbag_deliveries` notification; reconnect when the
-        link drops. A lost notification costs at most one tick interval."""
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    url,
-                    autocommit=True,
-                    connect_timeout=max(1, round(self.services.settings.db_connect_timeout)),
-                )
-                async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self._wake.set()  # rows may have arrived while we were not listening
-                    async for _notify in conn.notifies():
-                        self._wake.set()
-            except psycopg.Error:
-                log.warning("LISTEN connection lost; retrying", extra={"tick": "deliver"})
-                await asyncio.sleep(1.0)
-
-    async def _notify(self) -> None:
-        """Wake every worker: rows given back are due now."""
-        async with self.services.db.connection() as conn:
-            await conn.execute(queries["notify_deliveries"], {"payload": ""})
 
 
 def worker_services(services: Services, *, pool_max: int = POOL_MAX) -> Services:

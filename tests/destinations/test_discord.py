@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import tracemalloc
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from core.destinations.chat import redact_url
+from core.outbox.backoff import MAX_DELAY
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -269,15 +271,16 @@ async def test_discord__connection_error_is_retried(services: Services, conn: Co
         ({"Retry-After": "1800"}, {"retry_after": 1799.25, "global": False}, 1800),
         ({}, {"retry_after": 1800.5, "global": False}, 1801),
         ({"Retry-After": "1800"}, None, 1800),
+        ({"Retry-After": "99999999"}, {"retry_after": math.inf, "global": False}, MAX_DELAY),
     ],
-    ids=["header and body", "body only", "header only"],
+    ids=["header and body", "body only", "header only", "past the cap"],
 )
 async def test_discord__429_waits_at_least_discords_hint(
     services: Services,
     conn: Conn,
     headers: dict[str, str],
     body: dict[str, Any] | None,
-    seconds: int,
+    seconds: float,
 ) -> None:
     now = utcnow()
     answer = json.dumps(body).encode() if body else b"<html>rate limited</html>"

@@ -160,7 +160,10 @@ async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn:
             " erase_at = now() - interval '1 day'",
             "values_expired",
         ),
-        ("UPDATE destinations SET enabled = false", "destination_paused"),
+        (
+            "UPDATE destinations SET enabled = false, paused_reason = 'owner', paused_at = now()",
+            "destination_paused",
+        ),
         ("UPDATE destinations SET deleted_at = now()", "destination_removed"),
     ],
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from core.destinations.chat import redact_url
@@ -111,6 +111,9 @@ async def make_destination(
             "name": "Hook",
             "config": json.dumps({"url": _DEFAULT_WEBHOOK_URL} if config is None else config),
             "enabled": enabled,
+            # Turned off here is paused by its owner (0028).
+            "paused_reason": None if enabled else "owner",
+            "paused_at": None if enabled else datetime.now(UTC),
             "deleted_at": deleted_at,
         },
     )

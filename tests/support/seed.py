@@ -58,6 +58,8 @@ INSERT INTO deliveries (id, organization_id, kind, event_id, stream_route_id, de
     VALUES (%(dlv3)s, %(org)s, 'event', %(evt)s, %(srt)s, %(dst)s, 'webhook', 10, '{}');
 INSERT INTO replays (id, organization_id, filter, total, per_second)
     VALUES (%(rpl)s, %(org)s, '{}', 0, 10);
+INSERT INTO notifications (organization_id, kind, subject_id, created_at)
+    VALUES (%(org)s, 'delivery.dead', %(alr)s, now());
 INSERT INTO spam_fingerprints (form_id, organization_id, fingerprint, window_start, count)
     VALUES (%(frm)s, %(org)s, '\\x00112233445566778899aabbccddeeff', now(), 1);
 INSERT INTO spam_models (organization_id, spam_docs) VALUES (%(org)s, 1);

@@ -17,6 +17,7 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from core.ticks.worker import Worker
 from local.cli import build_parser
+from tests.support.api import api_client
 from tests.support.builders import (
     Tenant,
     make_deliveries,
@@ -25,7 +26,7 @@ from tests.support.builders import (
     make_route_to,
     setup_form,
 )
-from tests.support.peers import hang, held, receiver
+from tests.support.peers import hang, held, receiver, status
 from tests.support.records import rows
 
 
@@ -243,3 +244,38 @@ def test_cli__worker_and_serve_refuse_bad_arguments(
 def test_cli__worker_runs_each_tick_named_once() -> None:
     args = build_parser().parse_args(["worker", "--ticks", "deliver, digest,deliver"])
     assert args.ticks == ("deliver", "digest")
+
+
+async def test_worker__retry_by_hand_and_a_replay_wake_it_before_the_tick(
+    services: Services, conn: Conn
+) -> None:
+    worker = Worker(services, name="worker@test", ticks=["deliver"])
+    with receiver(status(404)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        _, one = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
+        _, two = await make_delivery(conn, tenant, form, dst, rte, target={"url": peer.url})
+        task = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: len(peer.requests) == 2)  # both dead (404)
+            await asyncio.sleep(0.5)  # the passes of the start and the LISTEN have ended
+            peer.respond = status(200)
+            async with api_client(services, tenant.key) as api:
+                started = time.monotonic()
+                retried = await api.post(f"/v1/deliveries/{one}/retry")
+                assert retried.status_code == 200, retried.text
+                await _wait_for(lambda: len(peer.requests) == 3)
+                by_hand = time.monotonic() - started
+                started = time.monotonic()
+                replayed = await api.post(
+                    "/v1/deliveries/replay",
+                    json={"since": (utcnow() - timedelta(hours=1)).isoformat()},
+                )
+                assert replayed.status_code == 202, replayed.text
+                await _wait_for(lambda: len(peer.requests) == 4)
+                replay = time.monotonic() - started
+        finally:
+            await _stopped(worker, task)
+    assert by_hand < 5 and replay < 5  # far sooner than the 15 s tick
+    sent = await rows(conn, "SELECT id FROM deliveries WHERE status = 'sent' ORDER BY id")
+    assert sent == [{"id": dlv} for dlv in sorted((one, two))]

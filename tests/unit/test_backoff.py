@@ -2,47 +2,18 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 
 import pytest
 
 from core.outbox.backoff import (
     MAX_DELAY,
-    Verdict,
     backoff_delay,
-    classify_status,
     next_attempt_at,
-    parse_retry_after,
     probe_window,
     retry_delay,
 )
 
 NOW = datetime(2026, 10, 13, 9, 30, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("status", "verdict"),
-    [
-        (200, Verdict.SENT),
-        (204, Verdict.SENT),
-        (299, Verdict.SENT),
-        (301, Verdict.DEAD),
-        (302, Verdict.DEAD),
-        (304, Verdict.DEAD),
-        (400, Verdict.DEAD),
-        (401, Verdict.DEAD),
-        (404, Verdict.DEAD),
-        (410, Verdict.DEAD),
-        (408, Verdict.RETRY),
-        (429, Verdict.RETRY),
-        (500, Verdict.RETRY),
-        (503, Verdict.RETRY),
-        (599, Verdict.RETRY),
-        (100, Verdict.DEAD),
-    ],
-)
-def test_classify_status(status: int, verdict: Verdict) -> None:
-    assert classify_status(status) is verdict
 
 
 @pytest.mark.parametrize(
@@ -81,26 +52,6 @@ def test_retry_delay__retry_after_lengthens_never_shortens_capped() -> None:
 def test_next_attempt_at() -> None:
     due = next_attempt_at(NOW, 2, None, rng=random.Random(3))
     assert NOW + timedelta(seconds=96) <= due <= NOW + timedelta(seconds=144)
-
-
-@pytest.mark.parametrize(
-    ("header", "seconds"),
-    [
-        ("120", 120.0),
-        (" 0 ", 0.0),
-        ("99999999", MAX_DELAY),
-        (format_datetime(NOW + timedelta(minutes=5), usegmt=True), 300.0),
-        (format_datetime(NOW + timedelta(days=2), usegmt=True), MAX_DELAY),
-        (format_datetime(NOW - timedelta(minutes=5), usegmt=True), None),
-        ("-5", None),
-        ("1.5", None),
-        ("soon", None),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(header, now=NOW) == seconds
 
 
 def test_probe_window__grows_from_thirty_seconds() -> None:

@@ -31,6 +31,7 @@ CLAIM = Claim(
     erase_at=None,
     destination_deleted_at=None,
     destination_enabled=True,
+    destination_paused_reason=None,
     destination_health="healthy",
     destination_probe_after=None,
     destination_failures=0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -16,6 +17,7 @@ from core.http.dashboard.destination_fields import destination_form, posted_conf
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
+from core.outbox.wakeup import wake_deliveries
 from core.owner import destinations
 from core.owner.health import health_numbers, health_reading
 from core.platform.clock import utcnow
@@ -58,6 +60,12 @@ async def _destinations_page(
         row["generates"] = adapter is not None and adapter.new_secret() is not None
         row["shown"] = target_text(records.redacted_target(row["type"], row["config"]))
         row["reading"] = health_reading(row)
+        row["paused_note"] = (
+            f"paused itself: every attempt failed for {row['pause_after_hours']} h; "
+            "its deliveries wait"
+            if row["paused_reason"] == "failing"
+            else None
+        )
         rate = rates.get(row["id"])
         week = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered in 7 days"
         row["rate"] = f"{health_numbers(row)}; {week}"
@@ -160,6 +168,16 @@ async def destination_update(
         )
     if generated is not None:
         return await _show_secret_once(request, services, session, row, generated)
+    resumed = row["resumed"]
+    if resumed is not None:
+        # Turned on again: what waited is sent now; offer to send what did not go through.
+        await wake_deliveries(services)
+        since = resumed["paused_at"]
+        if resumed["paused_reason"] == "failing":
+            since -= timedelta(hours=resumed["pause_after_hours"])
+        return see_other(
+            f"/app/destinations/{destination_id}/replay?resumed={since.date().isoformat()}"
+        )
     return see_other("/app/destinations")
 
 

@@ -20,8 +20,8 @@ from core.http.dashboard.shared import (
 )
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
-from core.intake.wakeup import wake_deliveries
 from core.outbox import deliveries
+from core.outbox.wakeup import wake_deliveries
 from core.owner import forms
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError

@@ -13,8 +13,8 @@ from starlette.responses import Response
 from core.http.dashboard.pages import CheckedForm, SessionDep
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
-from core.intake.wakeup import wake_deliveries
 from core.outbox import replays
+from core.outbox.wakeup import wake_deliveries
 from core.owner import destinations
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, invalid_input
@@ -70,11 +70,26 @@ async def _replay_page(
 
 @router.get("/destinations/{destination_id}/replay")
 async def replay_form(
-    request: Request, services: ServicesDep, session: SessionDep, destination_id: str
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    destination_id: str,
+    resumed: str | None = None,
 ) -> Response:
-    since = (utcnow() - timedelta(days=DEFAULT_DAYS)).date().isoformat()
+    """The form; after a resume (`resumed`: the day its failing window or pause began), the
+    dead and skipped deliveries since that day, already counted."""
+    if resumed is None:
+        since = (utcnow() - timedelta(days=DEFAULT_DAYS)).date().isoformat()
+        return await _replay_page(
+            request, services, session, destination_id, since=since, statuses=["dead"]
+        )
+    shown = {"since": resumed, "statuses": ["dead", "skipped"]}
+    asked = _asked(destination_id, FormData({"since": resumed, "status": "dead"}))
+    asked = asked.model_copy(update={"status": shown["statuses"]})
+    async with services.db.scoped(session.scope) as conn:
+        counted = await replays.count_replay(conn, session.scope, asked, now=utcnow())
     return await _replay_page(
-        request, services, session, destination_id, since=since, statuses=["dead"]
+        request, services, session, destination_id, counted=counted, resumed=True, **shown
     )
 
 

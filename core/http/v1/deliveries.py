@@ -15,9 +15,9 @@ from core.destinations.http import shared_client
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
-from core.intake.wakeup import wake_deliveries
 from core.outbox import deliveries, replays
 from core.outbox.replays import ReplayFilter
+from core.outbox.wakeup import wake_deliveries
 from core.owner.destinations import DestinationType
 from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from core.destinations.base import ValidationContext
-from core.http.deps import ServicesDep
+from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, PageDep, problems
+from core.outbox import replays
+from core.outbox.replays import ReplayFilter
+from core.outbox.wakeup import wake_deliveries
 from core.owner import destinations
-from core.owner.destinations import DestinationFields, DestinationPatch, DestinationType
+from core.owner.destinations import (
+    DestinationFields,
+    DestinationPatch,
+    DestinationType,
+    PauseAfter,
+)
 from core.owner.health import health_reading
+from core.platform.db import Conn
+from core.platform.scope import OrgScope
 from core.platform.services import Services
-from core.platform.vocabulary import HealthReading
+from core.platform.vocabulary import HealthReading, PausedReason
 
 router = APIRouter(tags=["destinations"], responses=problems(401, 503))
 
@@ -30,6 +40,14 @@ class Destination(BaseModel):
     name: str
     config: dict[str, Any]
     enabled: bool
+    paused_reason: PausedReason | None = Field(
+        description=(
+            "why it is paused: `owner` (turned off) or `failing` (it paused itself: every "
+            "attempt failed for its window); null while enabled"
+        )
+    )
+    paused_at: datetime | None
+    pause_after: PauseAfter
     health: HealthReading = Field(
         description=(
             "`healthy`, `degraded` (some attempts fail, or sends are slow), `failing` (most "
@@ -53,6 +71,21 @@ class Destination(BaseModel):
     updated_at: datetime
 
 
+class ReplayOffer(BaseModel):
+    """What resuming offers to send again: the dry run of a replay of the destination's
+    dead and skipped deliveries since its failing window (or its pause) began. POST `filter`
+    to `/v1/deliveries/replay` to queue them."""
+
+    count: int
+    filter: dict[str, Any]
+
+
+class UpdatedDestination(Destination):
+    """A destination as changed; `replay` is set when the change resumed it."""
+
+    replay: ReplayOffer | None = None
+
+
 class CreatedDestination(Destination):
     """A new destination; `secret` is the generated webhook secret, shown here only once."""
 
@@ -69,6 +102,11 @@ def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "name": row["name"],
         "config": row["config"],
         "enabled": row["enabled"],
+        "paused_reason": row["paused_reason"],
+        "paused_at": row["paused_at"],
+        "pause_after": PauseAfter(
+            hours=row["pause_after_hours"], attempts=row["pause_after_attempts"]
+        ),
         "health": health_reading(row),
         "throttled": row["health"] == "failing",
         "health_stats": row.get("health_stats"),
@@ -118,16 +156,41 @@ async def get_destination(
     return Destination(**_fields(row))
 
 
+async def replay_offer(
+    conn: Conn, scope: OrgScope, row: Mapping[str, Any], *, now: datetime
+) -> ReplayOffer | None:
+    """The replay a resume offers: what went dead or was skipped since the failing window
+    began (a pause for `failing`) or since the pause (the owner's)."""
+    resumed = row.get("resumed")
+    if resumed is None:
+        return None
+    since: datetime = resumed["paused_at"]
+    if resumed["paused_reason"] == "failing":
+        since -= timedelta(hours=resumed["pause_after_hours"])
+    replay = ReplayFilter(status=["dead", "skipped"], since=since, destination=row["id"])
+    counted = await replays.count_replay(conn, scope, replay, now=now)
+    shown = counted["filter"]
+    return ReplayOffer(
+        count=counted["count"],
+        filter={key: shown[key] for key in ("status", "since", "destination")},
+    )
+
+
 @router.patch("/destinations/{destination_id}", responses=problems(404, 422))
 async def update_destination(
-    destination_id: str, body: DestinationPatch, scope: ScopeDep, services: ServicesDep
-) -> Destination:
-    """Change some fields; a new `secret` becomes the next secret version (rotation)."""
+    destination_id: str, body: DestinationPatch, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> UpdatedDestination:
+    """Change some fields; a new `secret` becomes the next secret version (rotation).
+    `enabled: true` resumes a paused destination: what waited for it is sent, and `replay`
+    counts what went dead or was skipped meanwhile (nothing is queued until you ask)."""
     async with services.db.scoped(scope) as conn:
         row = await destinations.update_destination(
             conn, scope, destination_id=destination_id, patch=body, ctx=_context(services)
         )
-    return Destination(**_fields(row))
+        offer = await replay_offer(conn, scope, row, now=now)
+    if row.get("resumed") is not None:
+        await wake_deliveries(services)
+    return UpdatedDestination(**_fields(row), replay=offer)
 
 
 @router.delete(

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from core.http.deps import throttled_client
 from core.http.v1.auth import scope_of_key
 from core.http.v1.shared import problems
-from core.intake.wakeup import wake_deliveries
+from core.outbox.wakeup import wake_deliveries
 from core.owner.throttle import bad_api_key
 from core.platform.clock import utcnow
 from core.platform.errors import (

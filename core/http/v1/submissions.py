@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep
 from core.http.v1.shared import Page, problems
-from core.intake.wakeup import wake_deliveries
+from core.outbox.wakeup import wake_deliveries
 from core.platform.ids import id_pattern
 from core.platform.pagination import (
     DEFAULT_LIMIT,

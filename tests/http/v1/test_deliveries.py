@@ -91,7 +91,10 @@ async def test_deliveries_api__pagination(services: Services, conn: Conn) -> Non
             " erase_at = now() - interval '1 day'",
             "values_expired",
         ),
-        ("UPDATE destinations SET enabled = false", "destination_paused"),
+        (
+            "UPDATE destinations SET enabled = false, paused_reason = 'owner', paused_at = now()",
+            "destination_paused",
+        ),
         ("UPDATE destinations SET deleted_at = now()", "destination_removed"),
         (
             "UPDATE deliveries SET status = 'sending', claim_token = gen_random_uuid(),"

@@ -38,7 +38,9 @@ async def _attempted(
             conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=duration_ms, outcome=outcome
         )
     await conn.execute(
-        "UPDATE destinations SET enabled = %(enabled)s WHERE id = %(id)s",
+        "UPDATE destinations SET enabled = %(enabled)s,"
+        " paused_reason = CASE WHEN NOT %(enabled)s THEN 'owner' END,"
+        " paused_at = CASE WHEN NOT %(enabled)s THEN now() END WHERE id = %(id)s",
         {"enabled": enabled, "id": dst},
     )
     await run_retention(services, now=now, budget=10)

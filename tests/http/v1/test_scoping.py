@@ -58,6 +58,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/schemas/suggest"): {},
     ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
     ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
+    ("PATCH", "/v1/organization"): {"notify": ["intruder@example.com"]},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -184,6 +185,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         "/v1/forms",
         "/v1/keys",
         "/v1/usage",
+        "/v1/organization",
     ]
     seen = [(await client.get(path, headers=who.headers)).json() for path in paths]
     for key in seen[paths.index("/v1/keys")]["data"]:

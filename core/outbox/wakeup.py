@@ -1,10 +1,13 @@
-"""Waking the delivery worker after a submit commits.
+"""Waking the deliverers once deliveries are due: the channel, the NOTIFY and the LISTEN.
 
-Where a deliver function is named (`POSTBAG_DELIVER_FUNCTION_NAME`, the cloud), an
-asynchronous invoke of it, at most one per WAKE_INTERVAL_SECONDS per process (a Lambda
-sandbox), bounded by INVOKE_TIMEOUT_SECONDS; otherwise a NOTIFY to `postbag worker`, at most
-one per NOTIFY_INTERVAL per event loop. Either is an accelerator: a failure is logged and
-the delivery waits for the next scheduled pass.
+After a commit that queued deliveries (a submit, an ingested event, a release from
+quarantine, a retry by hand, a replay) `wake_deliveries` wakes whatever delivers: where a
+deliver function is named (`POSTBAG_DELIVER_FUNCTION_NAME`, the cloud), an asynchronous
+invoke of it (core/platform/deliver_function.py), at most one per WAKE_INTERVAL_SECONDS per
+process (a Lambda sandbox), bounded by INVOKE_TIMEOUT_SECONDS; otherwise a NOTIFY on CHANNEL,
+at most one per NOTIFY_INTERVAL per event loop, which the workers of `postbag worker` and
+`postbag dev` hear through `listen`. Either is an accelerator: a failure is logged and the
+delivery waits for the next scheduled pass or poll.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ import asyncio
 import time
 import weakref
 
+import psycopg
+
 from core.platform import deliver_function
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.settings import Settings
 
+# The channel the deliverers LISTEN on.
+CHANNEL = "postbag_deliveries"
 # The least time between two NOTIFYs of one process. A worker gathers the notifications of
 # a burst for as long (core/ticks/worker.py) before its pass, so more would wake nothing more;
 # a submit that asks within it is covered by one NOTIFY at its end.
@@ -42,8 +49,7 @@ class _Waker:
             self.pending = False
             self.last = time.monotonic()
             try:
-                async with services.db.connection() as conn:
-                    await conn.execute(queries["notify_deliveries"], {"payload": ""})
+                await notify_workers(services)
             except Exception:
                 log.warning("could not notify the delivery worker; it will poll")
                 return
@@ -85,3 +91,28 @@ def prepare_wakeup(settings: Settings) -> None:
     than within the first submit's bound."""
     if settings.deliver_function_name:
         deliver_function.client_for(settings.deliver_function_name)
+
+
+async def notify_workers(services: Services) -> None:
+    """One NOTIFY now, uncoalesced (a worker giving back claims as it stops)."""
+    async with services.db.connection() as conn:
+        await conn.execute(queries["notify_deliveries"], {"channel": CHANNEL})
+
+
+async def listen(url: str, wake: asyncio.Event, *, connect_timeout: float) -> None:
+    """Set `wake` on every notification on CHANNEL, and once each time the LISTEN begins
+    (rows may have come due while nothing listened); reconnect when the link drops. Runs
+    until cancelled. A lost notification costs at most the worker's tick interval."""
+    while True:
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+            )
+            async with conn:
+                await conn.execute(f"LISTEN {CHANNEL}")
+                wake.set()
+                async for _notify in conn.notifies():
+                    wake.set()
+        except psycopg.Error:
+            log.warning("LISTEN connection lost; retrying", extra={"tick": "deliver"})
+            await asyncio.sleep(1.0)

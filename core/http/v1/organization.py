@@ -1,0 +1,44 @@
+"""`/v1/organization`: the organization's own settings (where its notices go)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from core.http.deps import ServicesDep
+from core.http.v1.auth import ScopeDep
+from core.http.v1.shared import problems
+from core.owner import notifications
+from core.owner.notifications import NotifySettings
+
+router = APIRouter(tags=["organization"], responses=problems(401, 503))
+
+
+class Organization(BaseModel):
+    """The organization's settings."""
+
+    id: str
+    notify: list[str] = Field(
+        description=(
+            "the addresses told by email when a destination pauses itself, when deliveries "
+            "start to fail for good, and when the monthly quota is reached (docs/operations.md)"
+        )
+    )
+
+
+@router.get("/organization")
+async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organization:
+    """The organization's settings."""
+    async with services.db.scoped(scope) as conn:
+        notify = await notifications.get_notify(conn, scope)
+    return Organization(id=scope.organization_id, notify=notify)
+
+
+@router.patch("/organization", responses=problems(422))
+async def update_organization(
+    body: NotifySettings, scope: ScopeDep, services: ServicesDep
+) -> Organization:
+    """Replace the notification addresses (at most 10; `[]` sends none)."""
+    async with services.db.scoped(scope) as conn:
+        notify = await notifications.set_notify(conn, scope, settings=body)
+    return Organization(id=scope.organization_id, notify=notify)

@@ -1,0 +1,212 @@
+"""The owner's notice emails (core/owner/notifications.py): gathered and folded by the
+retention tick, sent by the outbox through a real SMTP peer; at most one per kind per hour,
+the rest in one digest when the hour ends; none without an address."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default as default_policy
+
+from aiosmtpd.smtp import Envelope
+
+from core.outbox.pauses import pause_failing
+from core.outbox.worker import Deliverer, WorkerOptions
+from core.owner.notifications import send_due
+from core.platform.clock import month_of, utcnow
+from core.platform.db import Conn
+from core.platform.services import Services
+from core.ticks.retention import HISTORY_DAYS, run_retention
+from tests.support.api import api_client, assert_problem, error_fields
+from tests.support.builders import Tenant, add_attempt, make_delivery, make_route_to, setup_form
+from tests.support.peers import receiver, status
+from tests.support.records import rows
+from tests.support.settings import SENDER, with_settings
+from tests.support.spam import JSON_ACCEPT
+from tests.support.submit import submit_client
+
+FAST = WorkerOptions(timeout=2, margin=0.1)
+OWNER = "ops@example.com"
+
+
+def _parsed(received: list[Envelope]) -> list[EmailMessage]:
+    found = []
+    for envelope in received:
+        assert isinstance(envelope.content, bytes)
+        found.append(BytesParser(policy=default_policy).parsebytes(envelope.content))
+    return found
+
+
+async def _tick(services: Services, at: datetime) -> None:
+    """The retention tick at `at`, then a deliver pass that sends what it queued."""
+    await run_retention(services, now=at, budget=10)
+    await Deliverer(services, options=FAST).run_pass(now=at, budget=5)
+
+
+async def _dead_to_new_destination(
+    services: Services, conn: Conn, tenant: Tenant, form: str, url: str, at: datetime
+) -> None:
+    """A destination whose receiver refuses its first delivery for good (dead at once)."""
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    await make_delivery(conn, tenant, form, dst, rte, target={"url": url}, next_attempt_at=at)
+    await Deliverer(services, options=FAST).run_pass(now=at, budget=5)
+
+
+async def test_notifications__one_email_per_kind_per_hour_then_a_digest(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow() - timedelta(hours=2)
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    async with api_client(mail, tenant.key) as api:
+        told = await api.patch("/v1/organization", json={"notify": [OWNER, "Ops@Example.com"]})
+        assert told.json()["notify"] == [OWNER]  # each address once
+    with receiver(status(410)) as peer:
+        # Two destinations die within the tick: both in one email.
+        await _dead_to_new_destination(mail, conn, tenant, form, peer.url, now)
+        await _dead_to_new_destination(mail, conn, tenant, form, peer.url, now)
+        await _tick(mail, now)
+        await _tick(mail, now + timedelta(minutes=1))  # nothing new: nothing sent
+        [first] = _parsed(received)
+        assert first["To"] == OWNER
+        assert first["Subject"] == "Deliveries are failing to 2 destinations or forms"
+        # A third within the hour waits for it to end, then comes alone in a digest.
+        await _dead_to_new_destination(
+            mail, conn, tenant, form, peer.url, now + timedelta(minutes=10)
+        )
+        await _tick(mail, now + timedelta(minutes=11))
+        await _tick(mail, now + timedelta(minutes=59))
+        assert len(received) == 1
+        await _tick(mail, now + timedelta(minutes=61))
+    first, digest = _parsed(received)
+    assert digest["Subject"] == "Deliveries to “Hook” are failing"
+    body = digest.get_body()
+    assert body is not None and "/app/alerts" in body.get_content()
+    sent = await rows(conn, "SELECT status FROM deliveries WHERE kind = 'notification'")
+    assert sent == [{"status": "sent"}, {"status": "sent"}]
+
+
+async def test_notifications__the_monthly_quota_reached_is_told_once(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    tenant, form = await setup_form(conn, plan="free")
+    now = utcnow()
+    await conn.execute(
+        "INSERT INTO usage_counters (organization_id, month, submissions)"
+        " VALUES (%(org)s, %(month)s, 99)",
+        {"org": tenant.org, "month": month_of(now)},
+    )
+    async with api_client(mail, tenant.key) as api:
+        await api.patch("/v1/organization", json={"notify": [OWNER]})
+    await _tick(mail, now)
+    assert received == []  # 99 of 100
+    async with submit_client(mail) as client:
+        for name in ("Ada", "Grace"):  # the 100th, and one over
+            answer = await client.post(f"/s/{form}", data={"name": name}, headers=JSON_ACCEPT)
+            assert answer.status_code == 201, answer.text
+            await _tick(mail, utcnow())
+    await _tick(mail, utcnow() + timedelta(hours=2))
+    [notice] = _parsed(received)
+    assert notice["Subject"] == "Postbag: this month's submissions reached the plan's 100"
+    assert notice["To"] == OWNER
+
+
+async def test_notifications__an_organization_without_addresses_is_sent_nothing(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow()
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    with receiver(status(410)) as peer:
+        await _dead_to_new_destination(mail, conn, tenant, form, peer.url, now)
+        await _tick(mail, now)
+        # Addresses given later bring no stale notice.
+        async with api_client(mail, tenant.key) as api:
+            await api.patch("/v1/organization", json={"notify": [OWNER]})
+        await _tick(mail, now + timedelta(hours=2))
+    assert received == []
+    assert await rows(conn, "SELECT id FROM deliveries WHERE kind = 'notification'") == []
+    handled = await rows(conn, "SELECT handled_at IS NOT NULL AS handled FROM notifications")
+    assert handled == [{"handled": True}]
+    # Kept for the history period, like events.
+    stats = await run_retention(mail, now=now + timedelta(days=HISTORY_DAYS + 1), budget=10)
+    assert stats["notifications_pruned"] == 1
+    assert await rows(conn, "SELECT id FROM notifications") == []
+
+
+async def test_organization_api__notify_addresses_read_and_validated(
+    services: Services, conn: Conn
+) -> None:
+    tenant, _ = await setup_form(conn, plan="self_hosted", routes=0)
+    async with api_client(services, tenant.key) as api:
+        assert (await api.get("/v1/organization")).json() == {"id": tenant.org, "notify": []}
+        for bad in (
+            {"notify": ["not an address"]},
+            {"notify": [f"o{n}@example.com" for n in range(11)]},
+            {"notify": "ops@example.com"},
+            {"notify": [OWNER], "plan": "pro"},
+            {},
+        ):
+            answer = await api.patch("/v1/organization", json=bad)
+            body = assert_problem(answer, 422, "invalid_input")
+            assert error_fields(body)
+        assert (await api.get("/v1/organization")).json()["notify"] == []
+        set_ = await api.patch("/v1/organization", json={"notify": [OWNER]})
+        assert set_.json() == {"id": tenant.org, "notify": [OWNER]}
+        cleared = await api.patch("/v1/organization", json={"notify": []})
+        assert cleared.json()["notify"] == []
+
+
+async def test_notifications__ticks_racing_pause_once_and_email_once(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow()
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/h"})
+    _, dlv = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/h"}
+    )
+    # A day of failed attempts under the storm breaker, moved back in the database.
+    for n in range(12):
+        await add_attempt(
+            conn,
+            tenant,
+            dlv,
+            attempt=n + 1,
+            at=now - timedelta(hours=2 * n),
+            duration_ms=5,
+            outcome="failed",
+        )
+    await conn.execute(
+        "UPDATE destinations SET health = 'failing', consecutive_failures = 17,"
+        " failing_since = %(at)s WHERE id = %(id)s",
+        {"id": dst, "at": now - timedelta(hours=25)},
+    )
+    async with api_client(mail, tenant.key) as api:
+        await api.patch("/v1/organization", json={"notify": [OWNER]})
+
+    async def pause() -> int:
+        async with mail.db.transaction() as tx:
+            return await pause_failing(tx, now=now)
+
+    # Four workers' statements at once, each on its own connection: the pause, then the fold.
+    paused = await asyncio.gather(*(pause() for _ in range(4)))
+    assert sorted(paused) == [0, 0, 0, 1]
+    public_url = str(mail.settings.public_url)
+    emails = await asyncio.gather(
+        *(send_due(mail.db, now=now, public_url=public_url) for _ in range(4))
+    )
+    assert sorted(emails) == [0, 0, 0, 1]
+    await Deliverer(mail, options=FAST).run_pass(now=now, budget=5)
+    [notice] = _parsed(received)
+    assert notice["Subject"] == "Postbag paused the destination “Hook”"
+    events = await rows(conn, "SELECT subject_id FROM events WHERE type = 'destination.paused'")
+    assert events == [{"subject_id": dst}]
