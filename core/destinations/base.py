@@ -131,6 +131,9 @@ class Adapter(Protocol):
     label: ClassVar[str]
     Config: ClassVar[builtins.type[AdapterConfig]]
     max_attempts: ClassVar[int]
+    # Sends per second a destination of this type makes unless its owner sets a rate (the
+    # service's documented limit); None: no limit (docs/delivery.md#rate-limits).
+    rate_per_second: ClassVar[float | None]
     secret_required: ClassVar[bool]
     secret_field: ClassVar[str | None]
     secret_hint: ClassVar[str]
@@ -179,6 +182,7 @@ class BaseAdapter(ABC):
 
     secret_field: ClassVar[str | None] = None
     secret_hint: ClassVar[str] = ""
+    rate_per_second: ClassVar[float | None] = None
     templates: ClassVar[bool] = True
     Config: ClassVar[builtins.type[AdapterConfig]]
 

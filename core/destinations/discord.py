@@ -61,6 +61,9 @@ def escape(text: str) -> str:
 class DiscordAdapter(ChatAdapter):
     type: ClassVar[str] = "discord"
     label: ClassVar[str] = "Discord"
+    # Discord publishes no figure: a webhook takes about 5 requests per 2 s, and a channel
+    # 30 messages a minute, the limit a steady stream meets first.
+    rate_per_second: ClassVar[float | None] = 0.5
 
     def body(self, message: ChatMessage) -> dict[str, Any]:
         title = cut(escape(message.title), TITLE_CHARS)

@@ -102,6 +102,8 @@ def _section_texts(lines: list[str], room: int) -> list[str]:
 class SlackAdapter(ChatAdapter):
     type: ClassVar[str] = "slack"
     label: ClassVar[str] = "Slack"
+    # Slack: one message a second per incoming webhook, short bursts allowed.
+    rate_per_second: ClassVar[float | None] = 1.0
 
     def body(self, message: ChatMessage) -> dict[str, Any]:
         # An empty rendered subject would be an empty header, which Slack refuses.

@@ -120,6 +120,9 @@ def fitted(message: ChatMessage) -> dict[str, Any]:
 class TeamsAdapter(ChatAdapter):
     type: ClassVar[str] = "teams"
     label: ClassVar[str] = "Microsoft Teams"
+    # Microsoft documents 4 requests a second per connector webhook (60 per 30 s) and no
+    # figure for Workflows; one a second stays within both.
+    rate_per_second: ClassVar[float | None] = 1.0
 
     def body(self, message: ChatMessage) -> dict[str, Any]:
         return fitted(message)

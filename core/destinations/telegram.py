@@ -37,6 +37,8 @@ class TelegramAdapter(BaseAdapter):
     max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = True
     secret_hint: ClassVar[str] = "the bot token (123456:ABC…)"
+    # Telegram: about one message a second per chat (20 a minute in a group).
+    rate_per_second: ClassVar[float | None] = 1.0
 
     def validate_secret(self, secret: str) -> None:
         if not _BOT_TOKEN.match(secret):

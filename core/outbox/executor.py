@@ -4,7 +4,7 @@ A destination that paused itself first (its deliveries wait: core/outbox/pauses.
 live skip check, the attempt limit (attempts cut short by a crash count), the quota
 hold, the per-destination gate, the breaker's say on a failing destination, the adapter's
 send (an exception is a failed attempt, never an orphaned claim), then `decide`, the
-completer and the destination's adaptive limit.
+completer, the destination's adaptive limit and, after a 429, its lowered rate.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from core.destinations.base import DeliveryContext, Result
 from core.destinations.registry import ADAPTERS
-from core.outbox import limits, pauses, store
+from core.outbox import limits, pauses, rates, store
 from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
@@ -167,6 +167,15 @@ async def _record(
 ) -> None:
     now = state.now()
     breaker = state.breaker
+    if claim.destination_id is not None and result.http_status == 429:
+        # The service asks for fewer sends: its rate is lowered for every worker.
+        await rates.lower(
+            state.services.db,
+            claim.destination_id,
+            now=now,
+            started_at=started_at,
+            retry_after=result.retry_after,
+        )
     # The destination this failure counts against, if it is one that counts.
     blamed = claim.destination_id if counts_against(result) else None
     window_end: datetime | None = None

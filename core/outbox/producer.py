@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from core.outbox import store
+from core.outbox import rates, store
 from core.outbox.executor import execute
 from core.outbox.store import Claim
 from core.platform.logs import log
@@ -25,6 +25,10 @@ POLL = 0.2
 # destination's sends are answered, one claim refills its room with what came due
 # meanwhile. The worker's wake-up waits as long after a notification (core/ticks/worker.py).
 CLAIM_PAUSE = 0.05
+# A claim that found nothing while a destination's rate holds rows back looks again when its
+# next token is due (within POLL), if that is within RATE_HORIZON seconds; a later token is
+# left to the worker's next pass (a notification or its tick: core/outbox/rates.py).
+RATE_HORIZON = 5.0
 
 
 class Producer:
@@ -74,6 +78,7 @@ class Producer:
             # full for it, and may be free by the time it answers.
             sending = bool(tasks)
             asked = min(opts.batch, room)
+            token_wait: float | None = None
             async with state.services.db.connection() as conn:
                 claims = await store.claim_due(
                     conn,
@@ -82,10 +87,18 @@ class Producer:
                     lease=opts.lease,
                     per_destination=opts.per_destination,
                 )
+                if not claims and not sending:
+                    token_at = await rates.next_token_at(conn, now=state.now())
+                    if token_at is not None:
+                        token_wait = (token_at - state.now()).total_seconds()
             state.stats["claimed"] += len(claims)
             if not claims and not sending:
-                more_due = False
-                break
+                if token_wait is None or token_wait > RATE_HORIZON:
+                    more_due = False
+                    break
+                # Rows a destination's rate held back: claimed as its next token is due.
+                await self._wait(set(), timeout=min(max(token_wait, 0), POLL))
+                continue
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))
                 tasks.add(task)

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from core.intake.payload import submitted_body
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
+from core.outbox.rates import RECOVER
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
@@ -84,8 +85,9 @@ async def claim_due(
     """Claim up to `limit` due deliveries (or expired leases) into `sending` (one statement).
 
     Fair across organizations and their destinations; never more of a destination than its
-    limit of sends in flight (at most `per_destination`) leaves free now. Each claim spends
-    an attempt (`Claim.attempts` counts those spent before it).
+    limit of sends in flight (at most `per_destination`) leaves free now, nor than its
+    rate's bucket holds whole tokens (each row claimed spends one: core/outbox/rates.py).
+    Each claim spends an attempt (`Claim.attempts` counts those spent before it).
     """
     cur = await execute(
         conn,
@@ -96,6 +98,7 @@ async def claim_due(
             "max_orgs": max_orgs or limit,
             "per_destination": per_destination,
             "lease": lease,
+            "recover": RECOVER,
             "limits": _LIMITS,
             "month": month_of(now),
         },

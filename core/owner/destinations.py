@@ -24,6 +24,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.registry import ADAPTERS
+from core.outbox.rates import MAX_RATE, MIN_RATE, RECOVER
 from core.owner.usage import reserve
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -81,6 +82,34 @@ class PauseAfter(BaseModel):
     )
 
 
+_DEFAULT_RATES = ", ".join(
+    f"{a.type} {a.rate_per_second:g}" for a in ADAPTERS.values() if a.rate_per_second
+)
+
+
+class RateLimit(BaseModel):
+    """The most sends a second to a destination, all workers together."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_second: float = Field(
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        strict=True,
+        allow_inf_nan=False,
+        description=(
+            f"sends a second, {MIN_RATE:g} to {MAX_RATE:g}; fractions allowed (0.5: one every 2 s)"
+        ),
+        examples=[1, 0.5],
+    )
+
+
+_RATE_DESCRIPTION = (
+    "the most sends a second, all workers together; omitted (or null in a PATCH): the "
+    f"type's default ({_DEFAULT_RATES} a second; none for the others)"
+)
+
+
 class DestinationFields(BaseModel):
     """A destination as created."""
 
@@ -97,11 +126,13 @@ class DestinationFields(BaseModel):
     )
     enabled: bool = True
     pause_after: PauseAfter = Field(default_factory=PauseAfter)
+    rate_limit: RateLimit | None = Field(default=None, description=_RATE_DESCRIPTION)
 
 
 class DestinationPatch(BaseModel):
     """A change to a destination; a new `secret` becomes a new secret version. A field left
-    out keeps its value; none takes `null` (the schema says so, the update refuses it)."""
+    out keeps its value; none but `rate_limit` takes `null` (the schema says so, the update
+    refuses it): a null `rate_limit` goes back to the type's default."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -118,6 +149,7 @@ class DestinationPatch(BaseModel):
         ),
     )
     pause_after: PauseAfter | SkipJsonSchema[None] = None
+    rate_limit: RateLimit | None = Field(default=None, description=_RATE_DESCRIPTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +220,7 @@ async def get_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -
     """One live destination with its current secret version (never the secret)."""
     cur = await conn.execute(
         queries["get_destination"],
-        {"id": destination_id, "organization_id": scope.organization_id},
+        {"id": destination_id, "organization_id": scope.organization_id, "recover": RECOVER},
     )
     row = await cur.fetchone()
     if row is None:
@@ -229,6 +261,7 @@ async def create_destination(
             "enabled": fields.enabled,
             "pause_after_hours": fields.pause_after.hours,
             "pause_after_attempts": fields.pause_after.attempts,
+            "rate_per_second": None if fields.rate_limit is None else fields.rate_limit.per_second,
         },
     )
     if secret is not None:
@@ -244,7 +277,12 @@ async def list_destinations(
     """Up to `limit` live destinations with ids after `after`, by id."""
     cur = await conn.execute(
         queries["list_destinations"],
-        {"organization_id": scope.organization_id, "after": after, "limit": limit},
+        {
+            "organization_id": scope.organization_id,
+            "after": after,
+            "limit": limit,
+            "recover": RECOVER,
+        },
     )
     return await cur.fetchall()
 
@@ -265,7 +303,7 @@ async def update_destination(
     current = await (await conn.execute(queries["lock_destination"], params)).fetchone()
     if current is None:
         raise NotFound(f"no destination {destination_id}")
-    for name in sorted(patch.model_fields_set):
+    for name in sorted(patch.model_fields_set - {"rate_limit"}):
         if getattr(patch, name) is None:
             raise InvalidInput(
                 f"{name} cannot be null",
@@ -290,6 +328,8 @@ async def update_destination(
             "pause_after_attempts": None
             if patch.pause_after is None
             else patch.pause_after.attempts,
+            "set_rate": "rate_limit" in patch.model_fields_set,
+            "rate_per_second": None if patch.rate_limit is None else patch.rate_limit.per_second,
         },
     )
     now = utcnow()

@@ -2,10 +2,10 @@
 -- Create a destination with its validated config.
 -- Created turned off, it is paused by its owner.
 INSERT INTO destinations (id, organization_id, type, name, config, enabled, paused_reason,
-                          paused_at, pause_after_hours, pause_after_attempts)
+                          paused_at, pause_after_hours, pause_after_attempts, rate_per_second)
 VALUES (%(id)s, %(organization_id)s, %(type)s, %(name)s, %(config)s, %(enabled)s,
         CASE WHEN NOT %(enabled)s THEN 'owner' END, CASE WHEN NOT %(enabled)s THEN now() END,
-        %(pause_after_hours)s, %(pause_after_attempts)s)
+        %(pause_after_hours)s, %(pause_after_attempts)s, %(rate_per_second)s)
 RETURNING id
 
 -- name: insert_destination_secret
@@ -22,8 +22,14 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
        d.updated_at, d.paused_reason, d.paused_at, d.pause_after_hours, d.pause_after_attempts,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
-           AS secret_version
+           AS secret_version,
+       -- The rate: the owner's or the type's, and what a 429 has lowered it to now (0029).
+       coalesce(d.rate_per_second, y.rate_per_second) AS rate_per_second,
+       d.rate_per_second IS NULL AS rate_default,
+       postbag_send_rate(coalesce(d.rate_per_second, y.rate_per_second), d.rate_lowered,
+                         d.rate_lowered_at, now(), %(recover)s) AS rate_now
   FROM destinations d
+  JOIN destination_types y ON y.name = d.type
  WHERE d.id = %(id)s AND d.organization_id = %(organization_id)s AND d.deleted_at IS NULL
 
 -- name: lock_destination
@@ -38,8 +44,14 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
        d.updated_at, d.paused_reason, d.paused_at, d.pause_after_hours, d.pause_after_attempts,
        (SELECT max(s.version) FROM destination_secrets s
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
-           AS secret_version
+           AS secret_version,
+       -- The rate: the owner's or the type's, and what a 429 has lowered it to now (0029).
+       coalesce(d.rate_per_second, y.rate_per_second) AS rate_per_second,
+       d.rate_per_second IS NULL AS rate_default,
+       postbag_send_rate(coalesce(d.rate_per_second, y.rate_per_second), d.rate_lowered,
+                         d.rate_lowered_at, now(), %(recover)s) AS rate_now
   FROM destinations d
+  JOIN destination_types y ON y.name = d.type
  WHERE d.organization_id = %(organization_id)s
    AND d.deleted_at IS NULL
    AND (%(after)s::text IS NULL OR d.id > %(after)s)
@@ -47,13 +59,17 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
  LIMIT %(limit)s
 
 -- name: update_destination
--- Write a live destination's name, config and window (its pause and resume have their
--- own statements: core/sql/pauses.sql).
+-- Write a live destination's name, config, window and (with %(set_rate)s) its rate, which
+-- starts again unlowered (its pause and resume have their own statements: core/sql/pauses.sql).
 UPDATE destinations
    SET name = coalesce(%(name)s, name),
        config = coalesce(%(config)s, config),
        pause_after_hours = coalesce(%(pause_after_hours)s, pause_after_hours),
        pause_after_attempts = coalesce(%(pause_after_attempts)s, pause_after_attempts),
+       rate_per_second = CASE WHEN %(set_rate)s THEN %(rate_per_second)s::double precision
+                              ELSE rate_per_second END,
+       rate_lowered = CASE WHEN %(set_rate)s THEN NULL ELSE rate_lowered END,
+       rate_lowered_at = CASE WHEN %(set_rate)s THEN NULL ELSE rate_lowered_at END,
        updated_at = now()
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 RETURNING id

@@ -1,7 +1,7 @@
 -- name: claim_due
 -- Claim due deliveries (and expired leases) into `sending`, fair across organizations and
 -- across destinations within each, never more of a destination than its limit of sends in
--- flight allows now.
+-- flight allows now, nor more than its rate's bucket holds whole tokens (0029).
 -- Organizations with due rows are visited once each (a skip scan over
 -- deliveries_org_due_idx), at most %(max_orgs)s of them, starting after the one the last
 -- claim visited last (outbox_claim_cursor), so with more organizations due than a claim
@@ -10,6 +10,10 @@
 -- over, and each other one gives at most its free room. Candidates are taken by turn
 -- (every organization's first, then every second…, a destination's rows alternating with
 -- its siblings'), so a backlog, of a tenant or of a slow destination, crowds out no one.
+-- A destination with a rate whose bucket (as of this statement's snapshot) holds no whole
+-- token is passed over like a full one; the others' buckets are read again under their
+-- rows' locks (SKIP LOCKED: one another claim is charging is passed over this time), give
+-- at most their whole tokens, and pay one per row claimed.
 -- Claiming spends an attempt (a crash or an expired lease counts); an expired lease's lost
 -- attempt is recorded as `interrupted`. Outcomes that make no send give the attempt back.
 WITH RECURSIVE start AS MATERIALIZED (
@@ -76,11 +80,21 @@ dests AS MATERIALIZED (
         SELECT w.destination_id, r.room
           FROM walk w
          CROSS JOIN LATERAL (
-            SELECT (SELECT least(coalesce(t.send_limit, %(per_destination)s), %(per_destination)s)
-                      FROM destinations t WHERE t.id = w.destination_id)
-                   - (SELECT count(*) FROM deliveries f
-                       WHERE f.destination_id = w.destination_id AND f.status = 'sending'
-                         AND f.claimed_until >= %(now)s) AS room
+            SELECT least(
+                       (SELECT least(coalesce(t.send_limit, %(per_destination)s),
+                                     %(per_destination)s)
+                          FROM destinations t WHERE t.id = w.destination_id)
+                       - (SELECT count(*) FROM deliveries f
+                           WHERE f.destination_id = w.destination_id AND f.status = 'sending'
+                             AND f.claimed_until >= %(now)s),
+                       (SELECT floor(postbag_rate_tokens(
+                                   postbag_send_rate(coalesce(t.rate_per_second,
+                                                              y.rate_per_second),
+                                                     t.rate_lowered, t.rate_lowered_at,
+                                                     %(now)s, %(recover)s),
+                                   t.rate_tokens, t.rate_updated_at, %(now)s))::integer
+                          FROM destinations t JOIN destination_types y ON y.name = t.type
+                         WHERE t.id = w.destination_id)) AS room
             OFFSET 0) r
          WHERE w.destination_id IS NOT NULL AND r.room > 0
          LIMIT (SELECT n FROM share)) w
@@ -126,15 +140,34 @@ candidates AS MATERIALIZED (
     SELECT id, organization_id, destination_id, due_at, turn FROM expired
 ),
 rooms AS MATERIALIZED (
-    -- Expired leases come on top of a destination's due rows: the limit holds for both.
+    -- Expired leases come on top of a destination's due rows: the limits hold for both. A
+    -- destination with a rate gives at most the whole tokens its bucket holds, read under
+    -- its row's lock (none when another claim holds it).
     SELECT x.destination_id,
-           (SELECT least(coalesce(t.send_limit, %(per_destination)s), %(per_destination)s)
-              FROM destinations t WHERE t.id = x.destination_id)
-           - (SELECT count(*) FROM deliveries f
-               WHERE f.destination_id = x.destination_id AND f.status = 'sending'
-                 AND f.claimed_until >= %(now)s) AS room
+           CASE WHEN s.rated AND b.tokens IS NULL THEN 0
+                ELSE least(s.room, floor(b.tokens))::integer END AS room,
+           b.rate, b.tokens
       FROM (SELECT DISTINCT destination_id FROM candidates
              WHERE destination_id IS NOT NULL) x
+     CROSS JOIN LATERAL (
+        SELECT least(coalesce(t.send_limit, %(per_destination)s), %(per_destination)s)
+               - (SELECT count(*) FROM deliveries f
+                   WHERE f.destination_id = x.destination_id AND f.status = 'sending'
+                     AND f.claimed_until >= %(now)s) AS room,
+               coalesce(t.rate_per_second, y.rate_per_second) IS NOT NULL AS rated
+          FROM destinations t JOIN destination_types y ON y.name = t.type
+         WHERE t.id = x.destination_id) s
+      LEFT JOIN LATERAL (
+        SELECT r.rate, postbag_rate_tokens(r.rate, t.rate_tokens, t.rate_updated_at, %(now)s)
+                   AS tokens
+          FROM destinations t
+          JOIN destination_types y ON y.name = t.type
+         CROSS JOIN LATERAL (
+            SELECT postbag_send_rate(coalesce(t.rate_per_second, y.rate_per_second),
+                                     t.rate_lowered, t.rate_lowered_at, %(now)s, %(recover)s)
+                       AS rate) r
+         WHERE t.id = x.destination_id AND s.rated
+           FOR NO KEY UPDATE OF t SKIP LOCKED) b ON true
 ),
 ranked AS (
     SELECT c.id, c.turn, c.due_at
@@ -165,6 +198,26 @@ claimed AS (
             OR (d.status = 'sending' AND d.claimed_until < %(now)s))
     RETURNING d.*, CASE WHEN picked.was = 'sending' THEN picked.lost_token END AS lost_token,
               picked.lost_until
+),
+charged AS (
+    -- Each destination with a rate pays a token per row claimed; while its bucket is left
+    -- without a whole token, `rate_next_at` says when the next is due (a worker wakes
+    -- then). A rate a 429 lowered that is back to full is forgotten.
+    UPDATE destinations t
+       SET rate_tokens = b.tokens - b.taken,
+           rate_updated_at = %(now)s,
+           rate_next_at = CASE WHEN b.tokens - b.taken < 1
+               THEN %(now)s + make_interval(secs => (1 - (b.tokens - b.taken)) / b.rate) END,
+           rate_lowered = CASE WHEN b.rate < coalesce(t.rate_per_second, y.rate_per_second)
+                               THEN t.rate_lowered END,
+           rate_lowered_at = CASE WHEN b.rate < coalesce(t.rate_per_second, y.rate_per_second)
+                                  THEN t.rate_lowered_at END
+      FROM (SELECT r.destination_id, r.rate, r.tokens,
+                   (SELECT count(*) FROM claimed c
+                     WHERE c.destination_id = r.destination_id) AS taken
+              FROM rooms r WHERE r.tokens IS NOT NULL) b,
+           destination_types y
+     WHERE t.id = b.destination_id AND y.name = t.type AND b.taken > 0
 ),
 interrupted AS (
     -- The attempt a crash or a lost lease cut short: spent, with no answer.
@@ -434,3 +487,35 @@ UPDATE destinations
            ELSE send_limit + 1 END
  WHERE id = %(id)s AND coalesce(send_limit, %(ceiling)s) <> %(target)s
 RETURNING send_limit
+
+-- name: lower_rate
+-- A 429 from a destination with a rate (its own or its type's): halve the rate it sends at
+-- now (at least %(floor)s a second), and empty its bucket so that the next send waits the
+-- longer of the `Retry-After` (%(retry_after)s, seconds or null) and one token at the new
+-- rate. A 429 to a send that began before the last lowering (sent at the old rate) lowers
+-- nothing more. Returns the new rate.
+WITH lowering AS MATERIALIZED (
+    SELECT t.id,
+           greatest(least(%(floor)s, coalesce(t.rate_per_second, y.rate_per_second)),
+                    postbag_send_rate(coalesce(t.rate_per_second, y.rate_per_second),
+                                      t.rate_lowered, t.rate_lowered_at, %(now)s, %(recover)s)
+                    / 2) AS rate
+      FROM destinations t JOIN destination_types y ON y.name = t.type
+     WHERE t.id = %(id)s AND coalesce(t.rate_per_second, y.rate_per_second) IS NOT NULL
+       AND (t.rate_lowered_at IS NULL OR t.rate_lowered_at < %(started_at)s)
+       FOR NO KEY UPDATE OF t
+)
+UPDATE destinations t
+   SET rate_lowered = c.rate, rate_lowered_at = %(now)s,
+       rate_tokens = least(0, 1 - c.rate * coalesce(%(retry_after)s::double precision, 0)),
+       rate_updated_at = %(now)s,
+       rate_next_at = %(now)s + make_interval(
+           secs => greatest(1 / c.rate, coalesce(%(retry_after)s::double precision, 0)))
+  FROM lowering c
+ WHERE t.id = c.id
+RETURNING c.rate
+
+-- name: next_rate_token
+-- The soonest time a destination whose bucket is empty gets its next token (a worker's
+-- next claim while rate-limited deliveries wait), if any is still to come.
+SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(now)s

@@ -34,6 +34,7 @@ class DestinationForm:
     types: list[tuple[str, str]]
     inputs: list[ConfigInput]
     secret_hint: str
+    rate_hint: str
 
 
 def _is_list(adapter: Adapter, name: str) -> bool:
@@ -59,11 +60,28 @@ def destination_form() -> DestinationForm:
     secret_hint = "; ".join(
         f"{a.label}: {a.secret_hint}" for a in ADAPTERS.values() if a.secret_hint
     )
+    defaults = ", ".join(
+        f"{a.label} {a.rate_per_second:g}" for a in ADAPTERS.values() if a.rate_per_second
+    )
     return DestinationForm(
         types=[(a.type, a.label) for a in ADAPTERS.values()],
         inputs=inputs,
         secret_hint=secret_hint,
+        rate_hint=f"sends a second, all workers together; empty: the type's default ({defaults}"
+        ", none for the others)",
     )
+
+
+def posted_rate(posted: FormData) -> dict[str, Any] | None:
+    """The `rate_limit` a posted `rate_per_second` gives: None when empty (the type's
+    default); text that is no number is passed on for the model to refuse."""
+    text = str(posted.get("rate_per_second") or "").strip()
+    if not text:
+        return None
+    try:
+        return {"per_second": float(text)}
+    except ValueError:
+        return {"per_second": text}
 
 
 def posted_config(adapter: Adapter, posted: FormData) -> dict[str, Any]:

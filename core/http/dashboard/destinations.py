@@ -13,7 +13,7 @@ from core.destinations import sample
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
-from core.http.dashboard.destination_fields import destination_form, posted_config
+from core.http.dashboard.destination_fields import destination_form, posted_config, posted_rate
 from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
@@ -40,6 +40,17 @@ def _rotation(adapter: Adapter | None) -> str | None:
     if adapter.secret_field is not None:
         return adapter.secret_field
     return "secret" if adapter.secret_hint else None
+
+
+def _pace(row: dict[str, Any]) -> str:
+    """The destination's rate limit in words."""
+    full = row["rate_per_second"]
+    if full is None:
+        return "no rate limit"
+    words = f"at most {full:g} a second" + (" (its type's default)" if row["rate_default"] else "")
+    if row["rate_now"] is not None and row["rate_now"] < full:
+        words += f"; {row['rate_now']:g} a second for now, after the service answered 429"
+    return words
 
 
 async def _destinations_page(
@@ -69,6 +80,7 @@ async def _destinations_page(
         rate = rates.get(row["id"])
         week = "no deliveries in 7 days" if rate is None else f"{rate:.0%} delivered in 7 days"
         row["rate"] = f"{health_numbers(row)}; {week}"
+        row["pace"] = _pace(row)
     return await page(
         request,
         services,
@@ -114,6 +126,8 @@ async def destination_create(
     }
     if posted.get("secret"):
         data["secret"] = str(posted.get("secret"))
+    if (rate := posted_rate(posted)) is not None:
+        data["rate_limit"] = rate
     try:
         fields = destinations.DestinationFields.model_validate(data)
     except ValidationError as exc:
@@ -144,6 +158,8 @@ async def destination_update(
         data["name"] = str(posted.get("name"))
     if posted.get("secret"):
         data["secret"] = str(posted.get("secret"))
+    if "rate_per_second" in posted:
+        data["rate_limit"] = posted_rate(posted)
     generated = None
     async with services.db.scoped(session.scope) as conn:
         found = await destinations.get_destination(

@@ -32,6 +32,19 @@ from core.platform.vocabulary import HealthReading, PausedReason
 router = APIRouter(tags=["destinations"], responses=problems(401, 503))
 
 
+class RateLimitRead(BaseModel):
+    """A destination's rate limit as read."""
+
+    per_second: float = Field(description="the most sends a second, all workers together")
+    default: bool = Field(description="true when it is the type's default (none was set)")
+    current_per_second: float = Field(
+        description=(
+            "the rate in force now: lower than `per_second` for a while after the service "
+            "answered 429 (halved, doubling back every 60 s); see docs/delivery.md"
+        )
+    )
+
+
 class Destination(BaseModel):
     """A destination as read: its config as given, and whether a secret is set (never which)."""
 
@@ -64,6 +77,9 @@ class Destination(BaseModel):
             "the last 24 hours of attempts, rolled up by the retention tick: `attempts`, "
             "`success_rate` (0-1), `p95_duration_ms`, `computed_at`; null until first computed"
         ),
+    )
+    rate_limit: RateLimitRead | None = Field(
+        description="its rate limit, set or its type's default; null: none"
     )
     secret_set: bool
     secret_version: int | None = Field(description="the current secret version, if any")
@@ -110,6 +126,13 @@ def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "health": health_reading(row),
         "throttled": row["health"] == "failing",
         "health_stats": row.get("health_stats"),
+        "rate_limit": None
+        if row["rate_per_second"] is None
+        else {
+            "per_second": row["rate_per_second"],
+            "default": row["rate_default"],
+            "current_per_second": row["rate_now"],
+        },
         "secret_set": row["secret_version"] is not None,
         "secret_version": row["secret_version"],
         "created_at": row["created_at"],

@@ -50,6 +50,43 @@ async def test_destination_form__an_unknown_type_is_refused_and_nothing_stored(
     assert await rows(conn, "SELECT 1 FROM destinations") == []
 
 
+async def test_destination_form__a_rate_limit_is_set_refused_and_given_back_to_the_default(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    chat = next(name for name in CHAT_TYPES if ADAPTERS[name].rate_per_second)
+    default = ADAPTERS[chat].rate_per_second
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, tenant.key)
+        webhook = {"csrf": token, "type": "webhook", "name": "Hook"}
+        webhook |= {"url": "https://example.com/hook", "secret": "a-signing-secret-0123456789"}
+        for bad in ("fast", "0", "-1", "1001", "nan"):
+            refused = await client.post(
+                "/app/destinations", data={**webhook, "rate_per_second": bad}
+            )
+            assert refused.status_code == 422, (bad, refused.text)
+        assert await rows(conn, "SELECT 1 FROM destinations") == []
+        added = await client.post("/app/destinations", data={**webhook, "rate_per_second": "0.5"})
+        assert added.status_code == 303, added.text
+        url = f"https://example.com/hook/{TOKEN}"
+        data = {"csrf": token, "type": chat, "name": "Chat", "url": url, "rate_per_second": "3"}
+        assert (await client.post("/app/destinations", data=data)).status_code == 303
+        (dest,) = await rows(conn, "SELECT id FROM destinations WHERE name = 'Chat'")
+        listing = (await client.get("/app/destinations")).text
+        assert "At most 0.5 a second<" in listing and "At most 3 a second<" in listing
+        cleared = await client.post(
+            f"/app/destinations/{dest['id']}", data={"csrf": token, "rate_per_second": ""}
+        )
+        assert cleared.status_code == 303, cleared.text
+        listing = (await client.get("/app/destinations")).text
+    assert f"At most {default:g} a second (its type&#39;s default)" in listing
+    stored = await rows(conn, "SELECT name, rate_per_second FROM destinations ORDER BY name")
+    assert stored == [
+        {"name": "Chat", "rate_per_second": None},
+        {"name": "Hook", "rate_per_second": 0.5},
+    ]
+
+
 @pytest.mark.parametrize("kind", CHAT_TYPES)
 async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
     services: Services, conn: Conn, kind: str
@@ -66,11 +103,14 @@ async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
                     "type": kind,
                     "name": "Team chat",
                     "url": f"{first.url}/hook/{TOKEN}",
+                    # Above the type's default: the second message need not wait for it.
+                    "rate_per_second": "50",
                 },
             )
             assert added.status_code == 303, added.text
             listing = (await client.get("/app/destinations")).text
             assert "Team chat" in listing and ADAPTERS[kind].label in listing
+            assert "At most 50 a second<" in listing
             assert f"{first.url}/hook/…" in listing and TOKEN not in listing
             (dest,) = await rows(conn, "SELECT id FROM destinations WHERE name = 'Team chat'")
             await make_route(conn, tenant, form_id, dest["id"])
