@@ -106,7 +106,13 @@ async def test_discord__url_is_write_only_and_a_new_one_rotates_it(
     acme = await make_tenant(conn)
     with receiver(status(204)) as peer:
         async with api_client(services) as client:
-            body = {"type": "discord", "name": "Team", "config": {"url": peer.url + HOOK}}
+            # Both deliveries go in one pass: above Discord's default rate (0.5 a second).
+            body = {
+                "type": "discord",
+                "name": "Team",
+                "config": {"url": peer.url + HOOK},
+                "rate_limit": {"per_second": 100},
+            }
             separate = await client.post(
                 "/v1/destinations",
                 json={**body, "secret": "a-separate-secret"},
