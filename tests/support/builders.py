@@ -101,22 +101,19 @@ async def make_destination(
 ) -> str:
     """A destination named Hook (a webhook by default) with its secret versions 1..n."""
     destination = new_id("dst")
-    await _insert(
-        conn,
-        "destinations",
-        {
-            "id": destination,
-            "organization_id": tenant.org,
-            "type": type,
-            "name": "Hook",
-            "config": json.dumps({"url": _DEFAULT_WEBHOOK_URL} if config is None else config),
-            "enabled": enabled,
-            # Turned off here is paused by its owner (0028).
-            "paused_reason": None if enabled else "owner",
-            "paused_at": None if enabled else datetime.now(UTC),
-            "deleted_at": deleted_at,
-        },
-    )
+    row: dict[str, Any] = {
+        "id": destination,
+        "organization_id": tenant.org,
+        "type": type,
+        "name": "Hook",
+        "config": json.dumps({"url": _DEFAULT_WEBHOOK_URL} if config is None else config),
+        "enabled": enabled,
+        "deleted_at": deleted_at,
+    }
+    if not enabled:
+        # Turned off here is paused by its owner (0028; a schema before it has no reason).
+        row.update(paused_reason="owner", paused_at=datetime.now(UTC))
+    await _insert(conn, "destinations", row)
     for version, secret in enumerate(secrets, start=1):
         await _insert(
             conn,
