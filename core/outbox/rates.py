@@ -9,8 +9,10 @@ at most `per_second` + its burst of `max(1, per_second)`.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
+from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn, Database
 from core.platform.queries import queries
 
@@ -22,6 +24,11 @@ FLOOR = 1 / 60
 # The bounds of a rate the owner sets, per second: one every 1,000 s to a thousand.
 MIN_RATE = 0.001
 MAX_RATE = 1000.0
+# Each type's default rate (`Adapter.rate_per_second`), as the statements read it: a
+# destination without a rate of its own sends at its type's, if it has one.
+TYPE_RATES = json.dumps(
+    {name: adapter.rate_per_second for name, adapter in ADAPTERS.items() if adapter.rate_per_second}
+)
 
 
 async def lower(
@@ -45,6 +52,7 @@ async def lower(
                 "retry_after": retry_after,
                 "floor": FLOOR,
                 "recover": RECOVER,
+                "type_rates": TYPE_RATES,
             },
         )
         row = await cur.fetchone()
