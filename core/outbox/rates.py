@@ -59,9 +59,9 @@ async def lower(
     return None if row is None else float(row["rate"])
 
 
-async def next_token_at(conn: Conn, *, now: datetime) -> datetime | None:
-    """When the soonest empty bucket gets its next token, if one is still to come: rows
+async def next_token_at(conn: Conn, *, since: datetime) -> datetime | None:
+    """When the soonest empty bucket gets its next token, of those due after `since`: rows
     the claim passed over for their rate may be claimable then."""
-    cur = await conn.execute(queries["next_rate_token"], {"now": now})
+    cur = await conn.execute(queries["next_rate_token"], {"since": since})
     row = await cur.fetchone()
     return None if row is None else row["at"]

@@ -512,6 +512,6 @@ UPDATE destinations t
 RETURNING c.rate
 
 -- name: next_rate_token
--- The soonest time a destination whose bucket is empty gets its next token (a worker's
--- next claim while rate-limited deliveries wait), if any is still to come.
-SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(now)s
+-- The soonest time a destination whose bucket is empty gets its next token, after %(since)s
+-- (a worker's next claim while rate-limited deliveries wait).
+SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(since)s

@@ -84,7 +84,7 @@ async def test_rate_limit__racing_claims_share_one_bucket_and_pass_over_no_one_e
     assert taken.count(limited) == 1
     assert len({claim.id for claims in racing for claim in claims}) == len(taken)
     # A millisecond late, so that the token is whole by then.
-    assert await rates.next_token_at(conn, now=now) == now + timedelta(seconds=1.001)
+    assert await rates.next_token_at(conn, since=now) == now + timedelta(seconds=1.001)
     # Until its next token the limited destination is passed over; the other is not.
     rest = await outbox.claim_due(conn, now=now + timedelta(seconds=0.9), limit=10, lease=LEASE)
     assert [claim.destination_id for claim in rest] == [free] * (5 - taken.count(free))
