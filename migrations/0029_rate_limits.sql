@@ -1,19 +1,14 @@
 -- Per-destination rate limits (docs/delivery.md#rate-limits): a token bucket on each
 -- destination row, refilled and spent by the claim under that row's lock, so every worker
 -- holds one rate together.
---   destination_types.rate_per_second   a type's default rate (the chat services'
---                                       documented rates; null: none), recorded by
---                                       `postbag migrate` from the registry
---   destinations.rate_per_second        the owner's rate (null: the type's default)
+--   destinations.rate_per_second        the owner's rate (null: its type's default, which
+--                                       the code passes to each statement)
 --   destinations.rate_tokens,           the bucket as last spent (null: full)
 --                rate_updated_at
 --   destinations.rate_next_at           when its next whole token is due, while the bucket
 --                                       is empty (a worker wakes then: the partial index)
 --   destinations.rate_lowered,          the rate a 429 lowered it to, and when; it doubles
 --                rate_lowered_at        back toward the full rate every recovery period
-ALTER TABLE destination_types
-    ADD COLUMN rate_per_second double precision CHECK (rate_per_second > 0);
-
 ALTER TABLE destinations
     ADD COLUMN rate_per_second double precision
         CHECK (rate_per_second >= 0.001 AND rate_per_second <= 1000),
@@ -25,6 +20,13 @@ ALTER TABLE destinations
 
 CREATE INDEX destinations_rate_next_idx ON destinations (rate_next_at)
     WHERE rate_next_at IS NOT NULL;
+
+-- A destination's full rate: its own, or its type's default from `defaults` (the code's
+-- registry passes `{"type": per_second}`: the chat services' documented rates); null: none.
+CREATE FUNCTION postbag_rate_of(own double precision, type text, defaults jsonb)
+RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(own, (defaults ->> type)::double precision)
+$$;
 
 -- The rate a destination may send at `at`: `full_rate` (its own or its type's; null: no
 -- limit), or after a 429 the rate it lowered it to, doubling every `recover` seconds since,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.outbox import rates, store
@@ -88,7 +89,11 @@ class Producer:
                     per_destination=opts.per_destination,
                 )
                 if not claims and not sending:
-                    token_at = await rates.next_token_at(conn, now=state.now())
+                    # A token due a moment ago too: a claim may have passed its destination
+                    # over then (its row held by another statement).
+                    token_at = await rates.next_token_at(
+                        conn, since=state.now() - timedelta(seconds=POLL)
+                    )
                     if token_at is not None:
                         token_wait = (token_at - state.now()).total_seconds()
             state.stats["claimed"] += len(claims)
@@ -97,7 +102,7 @@ class Producer:
                     more_due = False
                     break
                 # Rows a destination's rate held back: claimed as its next token is due.
-                await self._wait(set(), timeout=min(max(token_wait, 0), POLL))
+                await self._wait(set(), timeout=min(max(token_wait, CLAIM_PAUSE), POLL))
                 continue
             for claim in claims:
                 task = asyncio.create_task(execute(claim, state))

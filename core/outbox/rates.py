@@ -9,8 +9,10 @@ at most `per_second` + its burst of `max(1, per_second)`.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
+from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn, Database
 from core.platform.queries import queries
 
@@ -22,6 +24,11 @@ FLOOR = 1 / 60
 # The bounds of a rate the owner sets, per second: one every 1,000 s to a thousand.
 MIN_RATE = 0.001
 MAX_RATE = 1000.0
+# Each type's default rate (`Adapter.rate_per_second`), as the statements read it: a
+# destination without a rate of its own sends at its type's, if it has one.
+TYPE_RATES = json.dumps(
+    {name: adapter.rate_per_second for name, adapter in ADAPTERS.items() if adapter.rate_per_second}
+)
 
 
 async def lower(
@@ -45,15 +52,16 @@ async def lower(
                 "retry_after": retry_after,
                 "floor": FLOOR,
                 "recover": RECOVER,
+                "type_rates": TYPE_RATES,
             },
         )
         row = await cur.fetchone()
     return None if row is None else float(row["rate"])
 
 
-async def next_token_at(conn: Conn, *, now: datetime) -> datetime | None:
-    """When the soonest empty bucket gets its next token, if one is still to come: rows
+async def next_token_at(conn: Conn, *, since: datetime) -> datetime | None:
+    """When the soonest empty bucket gets its next token, of those due after `since`: rows
     the claim passed over for their rate may be claimable then."""
-    cur = await conn.execute(queries["next_rate_token"], {"now": now})
+    cur = await conn.execute(queries["next_rate_token"], {"since": since})
     row = await cur.fetchone()
     return None if row is None else row["at"]

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from core.intake.payload import submitted_body
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
-from core.outbox.rates import RECOVER
+from core.outbox.rates import RECOVER, TYPE_RATES
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
@@ -99,6 +99,7 @@ async def claim_due(
             "per_destination": per_destination,
             "lease": lease,
             "recover": RECOVER,
+            "type_rates": TYPE_RATES,
             "limits": _LIMITS,
             "month": month_of(now),
         },

@@ -24,7 +24,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.registry import ADAPTERS
-from core.outbox.rates import MAX_RATE, MIN_RATE, RECOVER
+from core.outbox.rates import MAX_RATE, MIN_RATE, RECOVER, TYPE_RATES
 from core.owner.usage import reserve
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -220,7 +220,12 @@ async def get_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -
     """One live destination with its current secret version (never the secret)."""
     cur = await conn.execute(
         queries["get_destination"],
-        {"id": destination_id, "organization_id": scope.organization_id, "recover": RECOVER},
+        {
+            "id": destination_id,
+            "organization_id": scope.organization_id,
+            "recover": RECOVER,
+            "type_rates": TYPE_RATES,
+        },
     )
     row = await cur.fetchone()
     if row is None:
@@ -282,6 +287,7 @@ async def list_destinations(
             "after": after,
             "limit": limit,
             "recover": RECOVER,
+            "type_rates": TYPE_RATES,
         },
     )
     return await cur.fetchall()

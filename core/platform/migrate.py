@@ -2,8 +2,8 @@
 
 Each applied file is recorded with its SHA-256; an applied file that was edited since is
 refused. An advisory lock makes two processes that start at once apply each file once.
-Then the destination types of the code are recorded (`destination_types`, with their
-attempt limits and default rates): the database refuses any type its code does not know.
+Then the destination types of the code are recorded (`destination_types`): the database
+refuses any type its code does not know.
 """
 
 from __future__ import annotations
@@ -84,6 +84,5 @@ async def _record_destination_types(conn: Conn) -> None:
         {
             "names": list(ADAPTERS),
             "max_attempts": [adapter.max_attempts for adapter in ADAPTERS.values()],
-            "rates": [adapter.rate_per_second for adapter in ADAPTERS.values()],
         },
     )

@@ -24,12 +24,11 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version,
        -- The rate: the owner's or the type's, and what a 429 has lowered it to now (0029).
-       coalesce(d.rate_per_second, y.rate_per_second) AS rate_per_second,
+       postbag_rate_of(d.rate_per_second, d.type, %(type_rates)s) AS rate_per_second,
        d.rate_per_second IS NULL AS rate_default,
-       postbag_send_rate(coalesce(d.rate_per_second, y.rate_per_second), d.rate_lowered,
-                         d.rate_lowered_at, now(), %(recover)s) AS rate_now
+       postbag_send_rate(postbag_rate_of(d.rate_per_second, d.type, %(type_rates)s),
+                         d.rate_lowered, d.rate_lowered_at, now(), %(recover)s) AS rate_now
   FROM destinations d
-  JOIN destination_types y ON y.name = d.type
  WHERE d.id = %(id)s AND d.organization_id = %(organization_id)s AND d.deleted_at IS NULL
 
 -- name: lock_destination
@@ -46,12 +45,11 @@ SELECT d.id, d.type, d.name, d.config, d.enabled, d.health, d.health_stats, d.cr
          WHERE s.destination_id = d.id AND s.organization_id = d.organization_id)
            AS secret_version,
        -- The rate: the owner's or the type's, and what a 429 has lowered it to now (0029).
-       coalesce(d.rate_per_second, y.rate_per_second) AS rate_per_second,
+       postbag_rate_of(d.rate_per_second, d.type, %(type_rates)s) AS rate_per_second,
        d.rate_per_second IS NULL AS rate_default,
-       postbag_send_rate(coalesce(d.rate_per_second, y.rate_per_second), d.rate_lowered,
-                         d.rate_lowered_at, now(), %(recover)s) AS rate_now
+       postbag_send_rate(postbag_rate_of(d.rate_per_second, d.type, %(type_rates)s),
+                         d.rate_lowered, d.rate_lowered_at, now(), %(recover)s) AS rate_now
   FROM destinations d
-  JOIN destination_types y ON y.name = d.type
  WHERE d.organization_id = %(organization_id)s
    AND d.deleted_at IS NULL
    AND (%(after)s::text IS NULL OR d.id > %(after)s)

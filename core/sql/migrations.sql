@@ -23,10 +23,7 @@ SELECT name, checksum FROM schema_migrations ORDER BY name
 INSERT INTO schema_migrations (name, checksum) VALUES (%(name)s, %(checksum)s)
 
 -- name: record_destination_types
--- The destination types the code knows, with their attempt limits and default rates (after
--- each migrate).
-INSERT INTO destination_types (name, max_attempts, rate_per_second)
-SELECT * FROM unnest(%(names)s::text[], %(max_attempts)s::integer[],
-                     %(rates)s::double precision[])
-ON CONFLICT (name) DO UPDATE
-   SET max_attempts = EXCLUDED.max_attempts, rate_per_second = EXCLUDED.rate_per_second
+-- The destination types the code knows, with their attempt limits (after each migrate).
+INSERT INTO destination_types (name, max_attempts)
+SELECT * FROM unnest(%(names)s::text[], %(max_attempts)s::integer[])
+ON CONFLICT (name) DO UPDATE SET max_attempts = EXCLUDED.max_attempts

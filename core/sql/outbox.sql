@@ -88,13 +88,12 @@ dests AS MATERIALIZED (
                            WHERE f.destination_id = w.destination_id AND f.status = 'sending'
                              AND f.claimed_until >= %(now)s),
                        (SELECT floor(postbag_rate_tokens(
-                                   postbag_send_rate(coalesce(t.rate_per_second,
-                                                              y.rate_per_second),
-                                                     t.rate_lowered, t.rate_lowered_at,
-                                                     %(now)s, %(recover)s),
+                                   postbag_send_rate(
+                                       postbag_rate_of(t.rate_per_second, t.type,
+                                                       %(type_rates)s),
+                                       t.rate_lowered, t.rate_lowered_at, %(now)s, %(recover)s),
                                    t.rate_tokens, t.rate_updated_at, %(now)s))::integer
-                          FROM destinations t JOIN destination_types y ON y.name = t.type
-                         WHERE t.id = w.destination_id)) AS room
+                          FROM destinations t WHERE t.id = w.destination_id)) AS room
             OFFSET 0) r
          WHERE w.destination_id IS NOT NULL AND r.room > 0
          LIMIT (SELECT n FROM share)) w
@@ -146,7 +145,7 @@ rooms AS MATERIALIZED (
     SELECT x.destination_id,
            CASE WHEN s.rated AND b.tokens IS NULL THEN 0
                 ELSE least(s.room, floor(b.tokens))::integer END AS room,
-           b.rate, b.tokens
+           b.full_rate, b.rate, b.tokens
       FROM (SELECT DISTINCT destination_id FROM candidates
              WHERE destination_id IS NOT NULL) x
      CROSS JOIN LATERAL (
@@ -154,18 +153,17 @@ rooms AS MATERIALIZED (
                - (SELECT count(*) FROM deliveries f
                    WHERE f.destination_id = x.destination_id AND f.status = 'sending'
                      AND f.claimed_until >= %(now)s) AS room,
-               coalesce(t.rate_per_second, y.rate_per_second) IS NOT NULL AS rated
-          FROM destinations t JOIN destination_types y ON y.name = t.type
-         WHERE t.id = x.destination_id) s
+               postbag_rate_of(t.rate_per_second, t.type, %(type_rates)s) IS NOT NULL AS rated
+          FROM destinations t WHERE t.id = x.destination_id) s
       LEFT JOIN LATERAL (
-        SELECT r.rate, postbag_rate_tokens(r.rate, t.rate_tokens, t.rate_updated_at, %(now)s)
-                   AS tokens
+        SELECT f.full_rate, r.rate,
+               postbag_rate_tokens(r.rate, t.rate_tokens, t.rate_updated_at, %(now)s) AS tokens
           FROM destinations t
-          JOIN destination_types y ON y.name = t.type
          CROSS JOIN LATERAL (
-            SELECT postbag_send_rate(coalesce(t.rate_per_second, y.rate_per_second),
-                                     t.rate_lowered, t.rate_lowered_at, %(now)s, %(recover)s)
-                       AS rate) r
+            SELECT postbag_rate_of(t.rate_per_second, t.type, %(type_rates)s) AS full_rate) f
+         CROSS JOIN LATERAL (
+            SELECT postbag_send_rate(f.full_rate, t.rate_lowered, t.rate_lowered_at, %(now)s,
+                                     %(recover)s) AS rate) r
          WHERE t.id = x.destination_id AND s.rated
            FOR NO KEY UPDATE OF t SKIP LOCKED) b ON true
 ),
@@ -201,23 +199,22 @@ claimed AS (
 ),
 charged AS (
     -- Each destination with a rate pays a token per row claimed; while its bucket is left
-    -- without a whole token, `rate_next_at` says when the next is due (a worker wakes
-    -- then). A rate a 429 lowered that is back to full is forgotten.
+    -- without a whole token, `rate_next_at` says when the next is due (a millisecond late,
+    -- so that it is whole then; a worker wakes then). A rate a 429 lowered that is back to
+    -- full is forgotten.
     UPDATE destinations t
        SET rate_tokens = b.tokens - b.taken,
            rate_updated_at = %(now)s,
            rate_next_at = CASE WHEN b.tokens - b.taken < 1
-               THEN %(now)s + make_interval(secs => (1 - (b.tokens - b.taken)) / b.rate) END,
-           rate_lowered = CASE WHEN b.rate < coalesce(t.rate_per_second, y.rate_per_second)
-                               THEN t.rate_lowered END,
-           rate_lowered_at = CASE WHEN b.rate < coalesce(t.rate_per_second, y.rate_per_second)
-                                  THEN t.rate_lowered_at END
-      FROM (SELECT r.destination_id, r.rate, r.tokens,
+               THEN %(now)s + make_interval(
+                   secs => (1 - (b.tokens - b.taken)) / b.rate + 0.001) END,
+           rate_lowered = CASE WHEN b.rate < b.full_rate THEN t.rate_lowered END,
+           rate_lowered_at = CASE WHEN b.rate < b.full_rate THEN t.rate_lowered_at END
+      FROM (SELECT r.destination_id, r.full_rate, r.rate, r.tokens,
                    (SELECT count(*) FROM claimed c
                      WHERE c.destination_id = r.destination_id) AS taken
-              FROM rooms r WHERE r.tokens IS NOT NULL) b,
-           destination_types y
-     WHERE t.id = b.destination_id AND y.name = t.type AND b.taken > 0
+              FROM rooms r WHERE r.tokens IS NOT NULL) b
+     WHERE t.id = b.destination_id AND b.taken > 0
 ),
 interrupted AS (
     -- The attempt a crash or a lost lease cut short: spent, with no answer.
@@ -496,12 +493,13 @@ RETURNING send_limit
 -- nothing more. Returns the new rate.
 WITH lowering AS MATERIALIZED (
     SELECT t.id,
-           greatest(least(%(floor)s, coalesce(t.rate_per_second, y.rate_per_second)),
-                    postbag_send_rate(coalesce(t.rate_per_second, y.rate_per_second),
-                                      t.rate_lowered, t.rate_lowered_at, %(now)s, %(recover)s)
-                    / 2) AS rate
-      FROM destinations t JOIN destination_types y ON y.name = t.type
-     WHERE t.id = %(id)s AND coalesce(t.rate_per_second, y.rate_per_second) IS NOT NULL
+           greatest(least(%(floor)s, f.full_rate),
+                    postbag_send_rate(f.full_rate, t.rate_lowered, t.rate_lowered_at, %(now)s,
+                                      %(recover)s) / 2) AS rate
+      FROM destinations t
+     CROSS JOIN LATERAL (
+        SELECT postbag_rate_of(t.rate_per_second, t.type, %(type_rates)s) AS full_rate) f
+     WHERE t.id = %(id)s AND f.full_rate IS NOT NULL
        AND (t.rate_lowered_at IS NULL OR t.rate_lowered_at < %(started_at)s)
        FOR NO KEY UPDATE OF t
 )
@@ -510,12 +508,12 @@ UPDATE destinations t
        rate_tokens = least(0, 1 - c.rate * coalesce(%(retry_after)s::double precision, 0)),
        rate_updated_at = %(now)s,
        rate_next_at = %(now)s + make_interval(
-           secs => greatest(1 / c.rate, coalesce(%(retry_after)s::double precision, 0)))
+           secs => greatest(1 / c.rate, coalesce(%(retry_after)s::double precision, 0)) + 0.001)
   FROM lowering c
  WHERE t.id = c.id
 RETURNING c.rate
 
 -- name: next_rate_token
--- The soonest time a destination whose bucket is empty gets its next token (a worker's
--- next claim while rate-limited deliveries wait), if any is still to come.
-SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(now)s
+-- The soonest time a destination whose bucket is empty gets its next token, after %(since)s
+-- (a worker's next claim while rate-limited deliveries wait).
+SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(since)s

@@ -34,6 +34,7 @@ import httpx
 
 from core.destinations import http
 from core.destinations.webhook import body_bytes, signature_headers
+from core.outbox import rates
 from core.outbox import store as outbox
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn, connect
@@ -308,6 +309,8 @@ async def claim_timing(db_url: str, url: str) -> dict[str, Any]:
                     "max_orgs": 200,
                     "per_destination": 10,
                     "lease": timedelta(minutes=5),
+                    "recover": rates.RECOVER,
+                    "type_rates": rates.TYPE_RATES,
                     "limits": "{}",
                     "month": month_of(utcnow()),
                 },

