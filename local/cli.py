@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import uvloop
 
 from core.destinations.http import close_shared_client
+from core.owner.audit import by_operator, record
 from core.owner.organizations import create_api_key, create_organization, set_plan
 from core.owner.plans import PLAN_NAMES, default_plan
 from core.platform.clock import utcnow
@@ -22,7 +23,7 @@ from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.settings import Settings
 from core.ticks.registry import TICKS, run_pass
-from local import keys, listen, serve, worker
+from local import audit, keys, listen, serve, worker
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
 from local.embedded import stop_like_ctrl_c
@@ -43,7 +44,7 @@ async def _create_org(url: str, name: str, plan: str) -> tuple[OrgScope, str]:
     try:
         async with conn.transaction():
             scope = await create_organization(conn, name=name, plan=plan)
-            key = await create_api_key(conn, scope, name="default")
+            key = await create_api_key(conn, scope, name="default", role="owner")
         return scope, key.secret
     finally:
         await conn.close()
@@ -52,7 +53,9 @@ async def _create_org(url: str, name: str, plan: str) -> tuple[OrgScope, str]:
 async def _set_plan(url: str, organization_id: str, plan: str) -> None:
     conn = await connect(url)
     try:
-        await set_plan(conn, organization_id=organization_id, plan=plan)
+        async with conn.transaction():
+            await set_plan(conn, organization_id=organization_id, plan=plan)
+            await record(conn, OrgScope(organization_id), by_operator("plan.changed", plan))
     finally:
         await conn.close()
 
@@ -96,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="postbag", description="Postbag form backend")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending database migrations")
-    org = commands.add_parser("create-org", help="create an organization and an API key")
+    org = commands.add_parser("create-org", help="create an organization and an owner's API key")
     org.add_argument("--name", required=True)
     org.add_argument(
         "--plan",
@@ -116,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve HTTP only; run the ticks elsewhere (`postbag tick deliver` from cron)",
     )
     keys.register(commands)
+    audit.register(commands)
     listen.register(commands)
     serve.add_command(commands)
     worker.add_command(commands)

@@ -40,7 +40,7 @@ async def first_start(url: str) -> FirstStart | None:
             if await list_organizations(conn):
                 return None
             scope = await create_organization(conn, name="Local", plan="self_hosted")
-            key = await create_api_key(conn, scope, name="default")
+            key = await create_api_key(conn, scope, name="default", role="owner")
             form = await create_form(conn, scope, fields=FormFields(name=QUICK_START_FORM))
         return FirstStart(scope.organization_id, key.secret, form)
     finally:

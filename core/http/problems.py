@@ -94,8 +94,10 @@ def problem(
     *,
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    needed: str | None = None,
 ) -> JSONResponse:
-    """A problem+json response with a machine `code`."""
+    """A problem+json response with a machine `code` (and, for `forbidden`, the least role
+    that may act: `needed`)."""
     body: dict[str, Any] = {
         "type": f"https://postbag.dev/problems/{code}",
         "title": code.replace("_", " ").capitalize(),
@@ -105,6 +107,8 @@ def problem(
     }
     if errors:
         body["errors"] = errors
+    if needed:
+        body["needed"] = needed
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
@@ -125,7 +129,8 @@ def problem_for(exc: PostbagError) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)}
     if status >= 500:
         log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
-    return problem(status, code, str(exc), errors=errors, headers=headers)
+    needed = exc.needed if isinstance(exc, Forbidden) else None
+    return problem(status, code, str(exc), errors=errors, headers=headers, needed=needed)
 
 
 def http_error_response(exc: StarletteHTTPException, request: Request) -> JSONResponse:

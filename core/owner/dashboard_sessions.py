@@ -10,8 +10,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from core.owner.organizations import authenticate_key
+from core.owner.roles import Actor
 from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.scope import OrgScope
@@ -21,11 +23,13 @@ IDLE_LIMIT = timedelta(hours=12)
 
 @dataclass(frozen=True, slots=True)
 class DashboardSession:
-    """A signed-in dashboard visitor: whose data they see and their forms' CSRF token."""
+    """A signed-in dashboard visitor: whose data they see, who they act as, and their
+    forms' CSRF token."""
 
     scope: OrgScope
     organization_name: str
     csrf_token: str
+    actor: Actor
 
 
 def _hash(session_id: str) -> bytes:
@@ -34,14 +38,14 @@ def _hash(session_id: str) -> bytes:
 
 async def open_session(conn: Conn, api_key: str | None, *, now: datetime) -> str:
     """Sign in with an API key; return the new session id for the cookie."""
-    scope, key_id = await authenticate_key(conn, api_key)
+    scope, key = await authenticate_key(conn, api_key)
     session_id = secrets.token_urlsafe(32)
     await conn.execute(
         queries["insert_dashboard_session"],
         {
             "id_hash": _hash(session_id),
             "organization_id": scope.organization_id,
-            "api_key_id": key_id,
+            "api_key_id": key.id,
             "csrf_token": secrets.token_urlsafe(32),
             "now": now,
         },
@@ -63,8 +67,16 @@ async def load_session(
     if row is None:
         return None
     return DashboardSession(
-        OrgScope(row["organization_id"]), row["organization_name"], row["csrf_token"]
+        OrgScope(row["organization_id"]),
+        row["organization_name"],
+        row["csrf_token"],
+        session_actor(row),
     )
+
+
+def session_actor(row: dict[str, Any]) -> Actor:
+    """Who a session acts as: the API key it was opened with, with the key's role."""
+    return Actor("key", row["api_key_id"], row["api_key_name"], row["api_key_role"])
 
 
 async def close_session(conn: Conn, session_id: str) -> None:

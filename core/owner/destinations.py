@@ -97,6 +97,11 @@ class DestinationPatch(BaseModel):
     )
     enabled: bool | SkipJsonSchema[None] = None
 
+    def rotates_secret(self) -> bool:
+        """Whether the change sets a new secret (`secret`, or a type's secret config field)."""
+        fields = {a.secret_field for a in ADAPTERS.values() if a.secret_field}
+        return self.secret is not None or bool(fields & set(self.config or {}))
+
 
 @dataclass(frozen=True, slots=True)
 class CreatedDestination:

@@ -13,7 +13,8 @@ UPDATE dashboard_sessions s
    AND s.last_seen_at > %(now)s - make_interval(secs => %(idle_seconds)s)
    AND k.id = s.api_key_id AND k.revoked_at IS NULL
    AND o.id = s.organization_id
-RETURNING s.organization_id, s.csrf_token, o.name AS organization_name
+RETURNING s.organization_id, s.csrf_token, o.name AS organization_name,
+          k.id AS api_key_id, k.name AS api_key_name, k.role AS api_key_role
 
 -- name: delete_dashboard_session
 -- Sign out: forget the session.

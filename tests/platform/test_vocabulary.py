@@ -16,12 +16,15 @@ from core.platform.vocabulary import (
     AlertKind,
     AlertStatus,
     AttemptOutcome,
+    AuditActorKind,
+    AuditVia,
     AuthFailureKind,
     DeliveryKind,
     DeliveryStatus,
     DestinationHealth,
     DigestPeriod,
     EraseReason,
+    Role,
     RouteMode,
     SchemaMode,
     SchemaSource,
@@ -61,6 +64,9 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("stream_events", "erase_reason", EraseReason),
     ("stream_routes", "include_statuses", StreamEventStatus),
     ("spam_training", "label", TrainingLabel),
+    ("api_keys", "role", Role),
+    ("audit_log", "actor_kind", AuditActorKind),
+    ("audit_log", "via", AuditVia),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -12,8 +12,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
+from core.http.access import AuditedRoute, open_to_all
 from core.http.dashboard import (
     activity,
+    audit,
     destinations,
     forms,
     inbox,
@@ -47,7 +49,7 @@ from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, PostbagError, TooManyAttempts, Unauthenticated
 from core.platform.services import Services
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # Each page's router; a new page adds its router here.
 PAGE_ROUTERS: list[APIRouter] = [
     inbox.router,
@@ -58,6 +60,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     replays.router,
     activity.router,
     streams.router,
+    audit.router,
 ]
 
 _TITLES = {
@@ -70,7 +73,7 @@ _TITLES = {
 }
 
 
-@router.get("/sign-in")
+@router.get("/sign-in", dependencies=[open_to_all()])
 async def sign_in_page(request: Request, services: ServicesDep) -> Response:
     token = secrets.token_urlsafe(32)
     response = render(request, "sign_in.html", title="Sign in", csrf=token)
@@ -88,7 +91,7 @@ def _sign_in_again(request: Request, services: Services, status: int, error: str
     return response
 
 
-@router.post("/sign-in")
+@router.post("/sign-in", dependencies=[open_to_all()])
 async def sign_in(request: Request, services: ServicesDep) -> Response:
     form = await request.form()
     token, cookie = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
@@ -137,7 +140,7 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     return signed_in
 
 
-@router.post("/sign-out")
+@router.post("/sign-out", dependencies=[open_to_all()])
 async def sign_out(
     request: Request, services: ServicesDep, _session: SessionDep, _form: CheckedForm
 ) -> Response:

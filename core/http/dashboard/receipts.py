@@ -10,7 +10,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.access import AuditedRoute
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import (
     delivery_state,
     detail_words,
@@ -31,7 +32,7 @@ from core.submissions import records
 from core.submissions.erasure import erase_submission
 from core.submissions.review import Review, mark_spam, release_submission
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
 
 def _shown_values(values: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[Any]:
@@ -111,14 +112,19 @@ async def _receipt(
     )
 
 
-@router.get("/submissions/{submission_id}")
+@router.get(
+    "/submissions/{submission_id}", dependencies=[page_needs("read_values", "submission.read")]
+)
 async def receipt(
     request: Request, services: ServicesDep, session: SessionDep, submission_id: str
 ) -> Response:
     return await _receipt(request, services, session, submission_id, refusal=None)
 
 
-@router.post("/submissions/{submission_id}/deliveries/{delivery_id}/retry")
+@router.post(
+    "/submissions/{submission_id}/deliveries/{delivery_id}/retry",
+    dependencies=[page_needs("operate", "delivery.retried")],
+)
 async def send_again(
     request: Request,
     services: ServicesDep,
@@ -180,7 +186,10 @@ async def _review(
     return see_other(f"/app/submissions/{submission_id}")
 
 
-@router.post("/submissions/{submission_id}/release")
+@router.post(
+    "/submissions/{submission_id}/release",
+    dependencies=[page_needs("operate", "submission.released")],
+)
 async def deliver_anyway(
     request: Request,
     services: ServicesDep,
@@ -191,7 +200,10 @@ async def deliver_anyway(
     return await _review(request, services, session, submission_id, release_submission)
 
 
-@router.post("/submissions/{submission_id}/spam")
+@router.post(
+    "/submissions/{submission_id}/spam",
+    dependencies=[page_needs("operate", "submission.marked_spam")],
+)
 async def mark_as_spam(
     request: Request,
     services: ServicesDep,
@@ -202,7 +214,7 @@ async def mark_as_spam(
     return await _review(request, services, session, submission_id, mark_spam)
 
 
-@router.get("/submissions/{submission_id}/erase")
+@router.get("/submissions/{submission_id}/erase", dependencies=[page_needs("operate")])
 async def erase_confirm(
     request: Request, services: ServicesDep, session: SessionDep, submission_id: str
 ) -> Response:
@@ -212,7 +224,9 @@ async def erase_confirm(
     return await page(request, services, session, "erase.html", title="Erase values", sub=found)
 
 
-@router.post("/submissions/{submission_id}/erase")
+@router.post(
+    "/submissions/{submission_id}/erase", dependencies=[page_needs("operate", "submission.erased")]
+)
 async def erase(
     services: ServicesDep, session: SessionDep, form: CheckedForm, submission_id: str
 ) -> Response:
@@ -223,7 +237,10 @@ async def erase(
     return see_other(f"/app/submissions/{submission_id}")
 
 
-@router.get("/submissions/{submission_id}/attachments/{attachment_id}")
+@router.get(
+    "/submissions/{submission_id}/attachments/{attachment_id}",
+    dependencies=[page_needs("read_values", "attachment.downloaded", subject="submission_id")],
+)
 async def download(
     services: ServicesDep, session: SessionDep, submission_id: str, attachment_id: str
 ) -> Response:

@@ -6,20 +6,22 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from core.destinations.base import ValidationContext
+from core.http.access import AuditedRoute, audit_as
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import destinations
 from core.owner.destinations import DestinationFields, DestinationPatch, DestinationType
 from core.owner.health import health_reading
+from core.owner.roles import may
 from core.platform.services import Services
 from core.platform.vocabulary import HealthReading
 
-router = APIRouter(tags=["destinations"], responses=problems(401, 503))
+router = APIRouter(tags=["destinations"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Destination(BaseModel):
@@ -62,12 +64,13 @@ class CreatedDestination(Destination):
     )
 
 
-def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(row: Mapping[str, Any], *, targets: bool = True) -> dict[str, Any]:
+    """A destination as answered; without `targets` (a viewer), its config is `{}`."""
     return {
         "id": row["id"],
         "type": row["type"],
         "name": row["name"],
-        "config": row["config"],
+        "config": row["config"] if targets else {},
         "enabled": row["enabled"],
         "health": health_reading(row),
         "throttled": row["health"] == "failing",
@@ -83,7 +86,12 @@ def _context(services: Services) -> ValidationContext:
     return ValidationContext(allow_private_targets=services.settings.allow_private_targets)
 
 
-@router.post("/destinations", status_code=201, responses=problems(402, 422))
+@router.post(
+    "/destinations",
+    dependencies=[needs("configure", "destination.created")],
+    status_code=201,
+    responses=problems(402, 422),
+)
 async def create_destination(
     body: DestinationFields, scope: ScopeDep, services: ServicesDep
 ) -> CreatedDestination:
@@ -95,34 +103,50 @@ async def create_destination(
     return CreatedDestination(**_fields(created.destination), secret=created.generated_secret)
 
 
-@router.get("/destinations", responses=problems(422))
+@router.get("/destinations", dependencies=[needs("read")], responses=problems(422))
 async def list_destinations(
-    scope: ScopeDep, services: ServicesDep, page: PageDep
+    access: AccessDep, services: ServicesDep, page: PageDep
 ) -> Page[Destination]:
-    """The organization's destinations, oldest first."""
-    async with services.db.scoped(scope) as conn:
+    """The organization's destinations, oldest first (a viewer reads each `config` as
+    `{}`: targets are for the operator role and above)."""
+    async with services.db.scoped(access.scope) as conn:
         rows = await destinations.list_destinations(
-            conn, scope, after=page.after_id(), limit=page.limit + 1
+            conn, access.scope, after=page.after_id(), limit=page.limit + 1
         )
     data, cursor = page.page(rows, "id")
-    return Page[Destination](data=[Destination(**_fields(row)) for row in data], next_cursor=cursor)
+    targets = may(access.actor.role, "read_values")
+    return Page[Destination](
+        data=[Destination(**_fields(row, targets=targets)) for row in data], next_cursor=cursor
+    )
 
 
-@router.get("/destinations/{destination_id}", responses=problems(404, 422))
+@router.get(
+    "/destinations/{destination_id}", dependencies=[needs("read")], responses=problems(404, 422)
+)
 async def get_destination(
-    destination_id: str, scope: ScopeDep, services: ServicesDep
+    destination_id: str, access: AccessDep, services: ServicesDep
 ) -> Destination:
-    """One destination."""
-    async with services.db.scoped(scope) as conn:
-        row = await destinations.get_destination(conn, scope, destination_id=destination_id)
-    return Destination(**_fields(row))
+    """One destination (a viewer reads its `config` as `{}`)."""
+    async with services.db.scoped(access.scope) as conn:
+        row = await destinations.get_destination(conn, access.scope, destination_id=destination_id)
+    return Destination(**_fields(row, targets=may(access.actor.role, "read_values")))
 
 
-@router.patch("/destinations/{destination_id}", responses=problems(404, 422))
+@router.patch(
+    "/destinations/{destination_id}",
+    dependencies=[needs("configure", "destination.updated")],
+    responses=problems(404, 422),
+)
 async def update_destination(
-    destination_id: str, body: DestinationPatch, scope: ScopeDep, services: ServicesDep
+    destination_id: str,
+    body: DestinationPatch,
+    scope: ScopeDep,
+    services: ServicesDep,
+    request: Request,
 ) -> Destination:
     """Change some fields; a new `secret` becomes the next secret version (rotation)."""
+    if body.rotates_secret():
+        audit_as(request, action="destination.secret_rotated")
     async with services.db.scoped(scope) as conn:
         row = await destinations.update_destination(
             conn, scope, destination_id=destination_id, patch=body, ctx=_context(services)
@@ -132,6 +156,7 @@ async def update_destination(
 
 @router.delete(
     "/destinations/{destination_id}",
+    dependencies=[needs("configure", "destination.deleted")],
     status_code=204,
     response_class=Response,
     responses=problems(404, 422),

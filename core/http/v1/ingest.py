@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 
+from core.http.access import Access, AuditedRoute, Rule, declare
 from core.http.deps import throttled_client
-from core.http.v1.auth import scope_of_key
+from core.http.v1.auth import access_of_key
 from core.http.v1.shared import problems
 from core.intake.wakeup import wake_deliveries
 from core.owner.throttle import bad_api_key
@@ -43,7 +44,9 @@ from core.streams.ingest import (
 )
 from core.streams.streams import INGEST_KEY_PREFIX
 
-router = APIRouter(tags=["streams"], responses=problems(401, 403, 404, 503))
+router = APIRouter(
+    tags=["streams"], responses=problems(401, 403, 404, 503), route_class=AuditedRoute
+)
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -51,18 +54,37 @@ _bearer = HTTPBearer(
 )
 
 
-async def ingest_caller(
+def _key(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    return credentials.credentials if credentials is not None else None
+
+
+def _is_ingest_key(key: str | None) -> bool:
+    return key is not None and key.startswith(INGEST_KEY_PREFIX) and len(key) <= 200
+
+
+async def ingest_access(
     request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Access | None:
+    """An API key as the actor (checked here, its role held to the route's rule); None for
+    an ingest key, which the ingest checks with the stream's settings in one round trip."""
+    key = _key(credentials)
+    if _is_ingest_key(key):
+        return None
+    return await access_of_key(request, _services(request), key)
+
+
+# Posting events with an API key is an operator's work; an ingest key may only do this.
+INGESTS = declare(Rule("operate"), ingest_access)
+
+
+async def ingest_caller(
     stream_id: str,
+    access: Annotated[Access | None, Depends(ingest_access)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    """Who posts: an API key's organization (checked here), or an ingest key, checked by
-    the ingest with the stream's settings, in one round trip (see `_ingest`)."""
-    key = credentials.credentials if credentials is not None else None
-    if key is not None and key.startswith(INGEST_KEY_PREFIX) and len(key) <= 200:
-        caller = Caller(ingest_key=key)
-    else:
-        caller = Caller(scope=await scope_of_key(request, _services(request), key))
+    """Who posts: an API key's organization, or an ingest key (see `ingest_access`)."""
+    caller = Caller(ingest_key=_key(credentials)) if access is None else Caller(scope=access.scope)
     if not is_id(stream_id, "str"):
         raise NotFound("no such object: stream_id is not a str_… id")
     return caller
@@ -148,6 +170,7 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
     response_model=EventAnswer,
     responses=problems(402, 409, 422),
     openapi_extra=_body_schema(EventIn),
+    dependencies=[INGESTS],
 )
 async def post_event(
     stream_id: str,
@@ -199,6 +222,7 @@ def _events_of(raw: bytes) -> list[Any]:
     response_model=BatchAnswer,
     responses=problems(402, 422),
     openapi_extra=_body_schema(BatchIn),
+    dependencies=[INGESTS],
 )
 async def post_batch(stream_id: str, request: Request, caller: CallerDep) -> Any:
     """Post up to 500 events (at most 1 MiB) in one transaction: one result per event,
