@@ -164,7 +164,12 @@ async def verify_chain(conn: Conn, organization_id: str) -> ChainReport:
         for row in rows:
             problem = None
             if row["seq"] != seq + 1:
-                problem = f"rows {seq + 1} to {row['seq'] - 1} are missing"
+                gap = row["seq"] - 1
+                problem = (
+                    f"row {gap} is missing"
+                    if gap == seq + 1
+                    else (f"rows {seq + 1} to {gap} are missing")
+                )
             elif row["prev_hash"] != prev:
                 problem = "its prev_hash is not the previous row's hash"
             elif row["hash"] != chain_hash(row["prev_hash"], row):
