@@ -53,6 +53,8 @@ async def test_create_org__prints_a_key_that_authenticates_and_is_not_stored(
     assert scope.organization_id == printed["organization_id"]
     plan = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
     assert plan == {"plan": "pro"}
+    role = await (await conn.execute("SELECT role FROM api_keys")).fetchone()
+    assert role == {"role": "owner"}  # the organization's first key holds everything
     stored = await _all_text(conn)
     assert printed["api_key"] not in stored
     assert printed["api_key"][len("pb_") :] not in stored
@@ -86,6 +88,10 @@ async def test_set_plan__changes_the_plan_and_refuses_unknown_orgs(db_url: str, 
     assert postbag("set-plan", created["organization_id"], "team", env=env).returncode == 0
     row = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
     assert row == {"plan": "team"}
+    recorded = await conn.execute("SELECT actor_kind, action, subject, via FROM audit_log")
+    assert await recorded.fetchall() == [
+        {"actor_kind": "operator", "action": "plan.changed", "subject": "team", "via": "cli"}
+    ]
     missing = postbag("set-plan", "org_0000000000000000000000000", "team", env=env)
     assert missing.returncode == 1
     assert "no organization" in missing.stderr
