@@ -54,6 +54,8 @@ EraseReason = Literal["requested", "expired"]
 Role = Literal["owner", "admin", "operator", "viewer"]
 # Who acted: a member signed in, or an API key.
 ActorKind = Literal["member", "key"]
+# member_links.kind: a one-time link's purpose (a sign-in link only `postbag dev` prints).
+MemberLinkKind = Literal["password_reset", "sign_in"]
 
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]

@@ -22,6 +22,8 @@ from core.platform.vocabulary import (
     DestinationHealth,
     DigestPeriod,
     EraseReason,
+    MemberLinkKind,
+    Role,
     RouteMode,
     SchemaMode,
     SchemaSource,
@@ -61,6 +63,9 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("stream_events", "erase_reason", EraseReason),
     ("stream_routes", "include_statuses", StreamEventStatus),
     ("spam_training", "label", TrainingLabel),
+    ("memberships", "role", Role),
+    ("invitations", "role", Role),
+    ("member_links", "kind", MemberLinkKind),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.owner import alerts, events
@@ -29,7 +29,7 @@ async def alerts_list(request: Request, services: ServicesDep, session: SessionD
     )
 
 
-@router.post("/alerts/{alert_id}/acknowledge")
+@router.post("/alerts/{alert_id}/acknowledge", dependencies=[permit("operate")])
 async def alert_ack(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, alert_id: str
 ) -> Response:

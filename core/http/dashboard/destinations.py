@@ -13,7 +13,7 @@ from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
 from core.http.dashboard.destination_fields import destination_form, posted_config
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit, see_other
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
 from core.owner import destinations
@@ -93,7 +93,7 @@ async def destinations_list(
     return await _destinations_page(request, services, session)
 
 
-@router.post("/destinations")
+@router.post("/destinations", dependencies=[permit("configure")])
 async def destination_create(
     request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
@@ -121,7 +121,7 @@ async def destination_create(
     return see_other("/app/destinations")
 
 
-@router.post("/destinations/{destination_id}")
+@router.post("/destinations/{destination_id}", dependencies=[permit("configure")])
 async def destination_update(
     request: Request,
     services: ServicesDep,
@@ -163,7 +163,7 @@ async def destination_update(
     return see_other("/app/destinations")
 
 
-@router.post("/destinations/{destination_id}/test")
+@router.post("/destinations/{destination_id}/test", dependencies=[permit("configure")])
 async def destination_test(
     request: Request,
     services: ServicesDep,
@@ -181,7 +181,7 @@ async def destination_test(
     )
 
 
-@router.get("/destinations/{destination_id}/delete")
+@router.get("/destinations/{destination_id}/delete", dependencies=[permit("configure")])
 async def destination_delete_confirm(
     request: Request, services: ServicesDep, session: SessionDep, destination_id: str
 ) -> Response:
@@ -199,7 +199,7 @@ async def destination_delete_confirm(
     )
 
 
-@router.post("/destinations/{destination_id}/delete")
+@router.post("/destinations/{destination_id}/delete", dependencies=[permit("configure")])
 async def destination_delete(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, destination_id: str
 ) -> Response:

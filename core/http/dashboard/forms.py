@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from core.http.dashboard import schemas
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
@@ -167,7 +167,7 @@ async def forms_list(request: Request, services: ServicesDep, session: SessionDe
     )
 
 
-@router.get("/forms/new")
+@router.get("/forms/new", dependencies=[permit("configure")])
 async def form_new(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     return await page(
         request,
@@ -182,7 +182,7 @@ async def form_new(request: Request, services: ServicesDep, session: SessionDep)
     )
 
 
-@router.post("/forms")
+@router.post("/forms", dependencies=[permit("configure")])
 async def form_create(services: ServicesDep, session: SessionDep, posted: CheckedForm) -> Response:
     try:
         fields = FormFields.model_validate(_form_settings(posted))
@@ -238,7 +238,7 @@ async def form_detail(
     )
 
 
-@router.post("/forms/{form_id}")
+@router.post("/forms/{form_id}", dependencies=[permit("configure")])
 async def form_update(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
@@ -249,7 +249,7 @@ async def form_update(
     return await _patch_form(services, session, form_id, patch)
 
 
-@router.post("/forms/{form_id}/accepting")
+@router.post("/forms/{form_id}/accepting", dependencies=[permit("configure")])
 async def form_accepting(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
@@ -272,7 +272,7 @@ async def _patch_form(
     return see_other(f"/app/forms/{form_id}")
 
 
-@router.post("/forms/{form_id}/routes")
+@router.post("/forms/{form_id}/routes", dependencies=[permit("configure")])
 async def route_create(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
@@ -289,7 +289,7 @@ async def route_create(
     return see_other(f"/app/forms/{form_id}")
 
 
-@router.post("/forms/{form_id}/routes/{route_id}/delete")
+@router.post("/forms/{form_id}/routes/{route_id}/delete", dependencies=[permit("configure")])
 async def route_delete(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
 ) -> Response:

@@ -7,11 +7,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from core.http.dashboard.pages import SessionDep
+from core.http.dashboard.pages import SessionDep, permit
 from core.http.dashboard.shared import page, summary_line, troubled
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_export
 from core.owner import forms
+from core.owner.dashboard_sessions import member_actor
+from core.owner.roles import require
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.platform.pagination import decode_time_cursor, encode_time_cursor
@@ -35,6 +37,9 @@ async def inbox(
     form = form or None
     wanted = status or None
     q = (q or "").strip() or None
+    if q is not None:
+        # A search answers what the values hold.
+        require(member_actor(session), "read_values")
     if wanted not in (None, "accepted", "spam", "quarantined", "test"):
         raise InvalidInput("unknown status", [{"field": "status", "message": "unknown"}])
     if q is not None and len(q) > records.SEARCH_CHARS:
@@ -86,7 +91,7 @@ async def inbox(
     )
 
 
-@router.get("/export.csv")
+@router.get("/export.csv", dependencies=[permit("read_values")])
 async def inbox_export(services: ServicesDep, session: SessionDep, form: str) -> StreamingResponse:
     """The selected form's submissions as CSV: the API's export, for the signed-in owner."""
     return await submissions_export(session.scope, services, utcnow(), form)

@@ -13,7 +13,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from core.http.deps import ServicesDep
-from core.owner.dashboard_sessions import DashboardSession, load_session
+from core.owner.dashboard_sessions import DashboardSession, load_session, member_actor
+from core.owner.roles import Actor, Permission, may, require
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -64,6 +65,23 @@ async def current_session(request: Request, services: ServicesDep) -> DashboardS
 SessionDep = Annotated[DashboardSession, Depends(current_session)]
 
 
+async def current_actor(session: SessionDep) -> Actor:
+    """Who the request acts for: the signed-in member, with their role here."""
+    return member_actor(session)
+
+
+ActorDep = Annotated[Actor, Depends(current_actor)]
+
+
+def permit(permission: Permission) -> Any:
+    """A route's dependency: the member's role must hold `permission` (else 403)."""
+
+    async def check(actor: ActorDep) -> None:
+        require(actor, permission)
+
+    return Depends(check)
+
+
 async def checked_form(request: Request, session: SessionDep) -> FormData:
     """The posted form, once its CSRF token matches the session's."""
     form = await request.form()
@@ -85,13 +103,15 @@ def render(
     **context: Any,
 ) -> HTMLResponse:
     """Render a page in the dashboard layout."""
-    session = getattr(request.state, "session", None)
+    session: DashboardSession | None = getattr(request.state, "session", None)
     return templates.TemplateResponse(
         request,
         template,
         {
             "title": title,
             "session": session,
+            # What the member's role may do: a template shows and enables only that.
+            "can": (lambda permission: may(session.role, permission)) if session else None,
             "nav": NAV,
             "active": context.pop("active", None),
             "open_alerts": context.pop("open_alerts", 0),

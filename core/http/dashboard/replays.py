@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.intake.wakeup import wake_deliveries
@@ -68,7 +68,7 @@ async def _replay_page(
     )
 
 
-@router.get("/destinations/{destination_id}/replay")
+@router.get("/destinations/{destination_id}/replay", dependencies=[permit("operate")])
 async def replay_form(
     request: Request, services: ServicesDep, session: SessionDep, destination_id: str
 ) -> Response:
@@ -78,7 +78,7 @@ async def replay_form(
     )
 
 
-@router.post("/destinations/{destination_id}/replay")
+@router.post("/destinations/{destination_id}/replay", dependencies=[permit("operate")])
 async def replay_count_or_start(
     request: Request,
     services: ServicesDep,

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit, see_other
 from core.http.deps import ServicesDep
 from core.owner import form_schemas
 from core.platform.db import Conn
@@ -42,7 +42,7 @@ async def schema_section(
     }
 
 
-@router.post("/forms/{form_id}/schemas/{version}/adopt")
+@router.post("/forms/{form_id}/schemas/{version}/adopt", dependencies=[permit("configure")])
 async def schema_adopt(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, version: int
 ) -> Response:

@@ -9,9 +9,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, permit, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
+from core.owner.roles import may
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.streams import events, streams
@@ -50,7 +51,7 @@ async def streams_list(request: Request, services: ServicesDep, session: Session
     )
 
 
-@router.post("/streams")
+@router.post("/streams", dependencies=[permit("configure")])
 async def stream_create(
     request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
@@ -85,7 +86,7 @@ async def stream_page(
     )
 
 
-@router.post("/streams/{stream_id}/keys")
+@router.post("/streams/{stream_id}/keys", dependencies=[permit("configure")])
 async def key_create(
     request: Request,
     services: ServicesDep,
@@ -99,7 +100,7 @@ async def key_create(
     return await _key_shown_once(request, services, session, key)
 
 
-@router.post("/streams/{stream_id}/keys/{key_id}/revoke")
+@router.post("/streams/{stream_id}/keys/{key_id}/revoke", dependencies=[permit("configure")])
 async def key_revoke(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, stream_id: str, key_id: str
 ) -> Response:
@@ -128,7 +129,7 @@ async def event_page(
         event, lines = await events.get_event(
             conn, session.scope, stream_id=stream_id, event_id=event_id
         )
-    kept = event["data"]
+    kept = event["data"] if may(session.role, "read_values") else None
     data = None if kept is None else json.dumps(kept, indent=2, ensure_ascii=False)
     return await page(
         request,
@@ -144,7 +145,7 @@ async def event_page(
     )
 
 
-@router.post("/streams/{stream_id}/events/{event_id}/erase")
+@router.post("/streams/{stream_id}/events/{event_id}/erase", dependencies=[permit("operate")])
 async def event_erase(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, stream_id: str, event_id: str
 ) -> Response:
