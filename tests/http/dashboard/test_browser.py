@@ -206,12 +206,12 @@ def _invitation_link(app: Server, key: str, received: list[Envelope]) -> str:
     """Invite an owner through `POST /v1/members`; the link of the email the peer got."""
     answer = httpx.post(
         f"{app.url}/v1/members",
-        json={"email": "ada@example.test", "role": "owner"},
+        json={"email": "ada@example.com", "role": "owner"},
         headers={"Authorization": f"Bearer {key}"},
         timeout=CALL_MS / 1000,
     )
     assert answer.status_code == 201, answer.text
-    assert [envelope.rcpt_tos for envelope in received] == [["ada@example.test"]]
+    assert [envelope.rcpt_tos for envelope in received] == [["ada@example.com"]]
     text = message_from_bytes(bytes(received[0].content)).get_payload(decode=True).decode()
     found = re.search(rf"{re.escape(app.url)}/app/invitations/\S+", text)
     assert found, text
