@@ -223,6 +223,22 @@ async def forgot_page(request: Request, services: ServicesDep) -> Response:
 @router.post("/forgot")
 async def forgot(request: Request, services: ServicesDep) -> Response:
     form = await _public_form(request)
+    # Each request counts as a sign-in attempt, never given back: past the limit no email
+    # goes, so nobody floods a member's inbox from one address.
+    async with services.db.connection() as conn:
+        turn = await count_sign_in(conn, throttled_client(request, services), now=utcnow())
+    if not turn.within:
+        response = _public_page(
+            request,
+            services,
+            "forgot.html",
+            title="Reset your password",
+            status_code=429,
+            error="Too many attempts from your address. Try again in "
+            f"{math.ceil(turn.retry_after / 60)} minutes.",
+        )
+        response.headers["Retry-After"] = str(turn.retry_after)
+        return response
     await members.request_password_reset(services, _text(form, "email"))
     return _public_page(request, services, "forgot.html", title="Reset your password", sent=True)
 

@@ -4,6 +4,7 @@ organizations, and what a viewer's pages leave out."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from email import message_from_bytes
@@ -12,6 +13,8 @@ from typing import Any
 import pyotp
 from aiosmtpd.smtp import Envelope
 
+from core.owner.throttle import WINDOW, WINDOW_EPOCH
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import assert_problem
@@ -367,6 +370,9 @@ async def test_viewer__pages_hold_no_submission_value_target_or_file_and_refuse_
             assert response.status_code == 200, path
             for secret in (MARKER, "visitor-7731@example.org", "inbox-7731"):
                 assert secret not in response.text, (path, secret)
+        settings = (await client.get(f"/app/forms/{form}")).text
+        assert '<fieldset class="plain" disabled>' in settings  # shown, not enabled
+        assert '<fieldset class="plain">' not in settings
         receipt = (await client.get(f"/app/submissions/{submission}")).text
         assert "Delivered" in receipt or "Waiting to send" in receipt  # states stay visible
         for forbidden in (
@@ -379,3 +385,26 @@ async def test_viewer__pages_hold_no_submission_value_target_or_file_and_refuse_
         assert erase.status_code == 403 and "operator" in erase.text
     [kept] = await rows(conn, "SELECT erased_at FROM submissions")
     assert kept["erased_at"] is None
+
+
+async def test_password_reset__requests_from_one_address_are_throttled_as_sign_ins(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    acme = await make_tenant(conn)
+    await make_member(conn, acme, email="ada@example.com", password=PASSWORD)
+    # The windows are aligned to the clock: all eleven must fall in one.
+    left = (WINDOW - (utcnow() - WINDOW_EPOCH) % WINDOW).total_seconds()
+    if left < 15:
+        await asyncio.sleep(left + 0.1)
+    async with dashboard_client(_mailed(services, smtp_server)) as client:
+        page = await client.get("/app/forgot")
+        answers = []
+        for _ in range(11):
+            answer = await client.post(
+                "/app/forgot", data={"csrf": csrf_of(page.text), "email": "ada@example.com"}
+            )
+            answers.append(answer.status_code)
+            page = answer
+    assert answers == [200] * 10 + [429]
+    assert "Too many attempts" in page.text and 1 <= int(page.headers["retry-after"]) <= 600
+    assert len(smtp_server[1]) == 10
