@@ -180,6 +180,13 @@ def audit_as(request: Request, *, action: str | None = None, subject: str | None
         request.state.audit_subject = subject
 
 
+def acted_as(request: Request, access: Access, action: str, subject: str) -> None:
+    """Record `action` for a page open to all (an invitation accepted, a password reset) as
+    `access`, the member it has just signed in, once it answers with success."""
+    request.state.access = access
+    audit_as(request, action=action, subject=subject)
+
+
 def _subject(request: Request, rule: Rule, response: Response, access: Access) -> str:
     named = getattr(request.state, "audit_subject", None)
     if named is None and rule.subject is not None:

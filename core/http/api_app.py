@@ -23,6 +23,7 @@ from core.http.v1 import (
     forms,
     ingest,
     keys,
+    members,
     routes,
     schemas,
     spam,
@@ -37,6 +38,7 @@ from core.platform.services import Services
 # Each resource's router; a new resource adds its router here.
 V1_ROUTERS: list[APIRouter] = [
     keys.router,
+    members.router,
     forms.router,
     schemas.router,
     destinations.router,

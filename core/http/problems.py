@@ -11,11 +11,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, compile_path
 
 from core.platform.errors import (
+    AlreadyMember,
     AlreadyReleased,
     DeliveryInProgress,
     DeliveryNotRetryable,
     DestinationPaused,
     DestinationRemoved,
+    EmailNotSent,
     Forbidden,
     FormClosed,
     IdempotencyConflict,
@@ -27,6 +29,7 @@ from core.platform.errors import (
     InvalidSchema,
     InvalidSecret,
     InvalidTemplate,
+    LastOwner,
     MalformedBody,
     NotFound,
     PayloadTooLarge,
@@ -84,6 +87,9 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     DestinationPaused: (409, "destination_paused"),
     DestinationRemoved: (409, "destination_removed"),
     AlreadyReleased: (409, "already_released"),
+    LastOwner: (409, "last_owner"),
+    AlreadyMember: (409, "already_member"),
+    EmailNotSent: (503, "email_not_sent"),
 }
 
 

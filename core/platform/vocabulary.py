@@ -58,6 +58,8 @@ ActorKind = Literal["member", "key"]
 AuditActorKind = Literal["member", "key", "operator"]
 # audit_log.via: the surface an audited action came through.
 AuditVia = Literal["api", "mcp", "dashboard", "cli"]
+# member_links.kind: a one-time link's purpose (a sign-in link only `postbag dev` prints).
+MemberLinkKind = Literal["password_reset", "sign_in"]
 
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]

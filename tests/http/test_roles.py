@@ -90,6 +90,10 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("POST", "/v1/streams/{stream_id}/events"): "operator",
     ("POST", "/v1/streams/{stream_id}/batch"): "operator",
     ("GET", "/v1/audit"): "admin",
+    ("POST", "/v1/members"): "owner",
+    ("GET", "/v1/members"): "owner",
+    ("PATCH", "/v1/members/{member_id}"): "owner",
+    ("DELETE", "/v1/members/{member_id}"): "owner",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).

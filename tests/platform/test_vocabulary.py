@@ -24,6 +24,7 @@ from core.platform.vocabulary import (
     DestinationHealth,
     DigestPeriod,
     EraseReason,
+    MemberLinkKind,
     Role,
     RouteMode,
     SchemaMode,
@@ -67,6 +68,9 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("api_keys", "role", Role),
     ("audit_log", "actor_kind", AuditActorKind),
     ("audit_log", "via", AuditVia),
+    ("memberships", "role", Role),
+    ("invitations", "role", Role),
+    ("member_links", "kind", MemberLinkKind),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -87,7 +87,7 @@ async def _show_secret_once(
     return response
 
 
-@router.get("/destinations", dependencies=[page_needs("read_values")])
+@router.get("/destinations", dependencies=[page_needs("read")])
 async def destinations_list(
     request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:

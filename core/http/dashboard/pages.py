@@ -16,7 +16,7 @@ from starlette.templating import Jinja2Templates
 from core.http.access import Access, Rule, declare, origin_of
 from core.http.deps import ServicesDep
 from core.owner.dashboard_sessions import DashboardSession, load_session
-from core.owner.roles import Permission
+from core.owner.roles import Permission, may
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -102,13 +102,15 @@ def render(
     **context: Any,
 ) -> HTMLResponse:
     """Render a page in the dashboard layout."""
-    session = getattr(request.state, "session", None)
+    session: DashboardSession | None = getattr(request.state, "session", None)
     return templates.TemplateResponse(
         request,
         template,
         {
             "title": title,
             "session": session,
+            # What the member's role may do: a template shows and enables only that.
+            "can": (lambda permission: may(session.role, permission)) if session else None,
             "nav": NAV,
             "active": context.pop("active", None),
             "open_alerts": context.pop("open_alerts", 0),

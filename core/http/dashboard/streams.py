@@ -13,6 +13,7 @@ from core.http.access import AuditedRoute, audit_as
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
+from core.owner.roles import may
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.streams import events, streams
@@ -129,7 +130,7 @@ def _line(row: dict[str, Any]) -> dict[str, Any]:
 
 @router.get(
     "/streams/{stream_id}/events/{event_id}",
-    dependencies=[page_needs("read_values", "stream_event.read")],
+    dependencies=[page_needs("read")],
 )
 async def event_page(
     request: Request, services: ServicesDep, session: SessionDep, stream_id: str, event_id: str
@@ -139,7 +140,10 @@ async def event_page(
         event, lines = await events.get_event(
             conn, session.scope, stream_id=stream_id, event_id=event_id
         )
-    kept = event["data"]
+    kept = None
+    if may(session.role, "read_values"):
+        kept = event["data"]
+        audit_as(request, action="stream_event.read")
     data = None if kept is None else json.dumps(kept, indent=2, ensure_ascii=False)
     return await page(
         request,

@@ -48,8 +48,8 @@ _WHEN: dict[int, str] = {
     409: (
         "the object's state does not allow this now: `route_exists`, `delivery_in_progress`, "
         "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused`, "
-        "`destination_removed` or `idempotency_conflict` (an event id or idempotency key "
-        "used with another payload)"
+        "`destination_removed`, `idempotency_conflict` (an event id or idempotency key "
+        "used with another payload), `last_owner` or `already_member`"
     ),
     422: (
         "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema`, "
@@ -61,7 +61,10 @@ _WHEN: dict[int, str] = {
         "`too_many_attempts`: too many bad API keys from this client; "
         "retry after `Retry-After` seconds"
     ),
-    503: "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds",
+    503: (
+        "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds; "
+        "`email_not_sent`: the email provider did not take an invitation (nothing stored)"
+    ),
 }
 
 

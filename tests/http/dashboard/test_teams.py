@@ -1,5 +1,5 @@
-"""The dashboard acts with its session's role: a viewer's pages hold no submission value and
-its changes are refused; what an operator reads and an admin changes lands in the audit
+"""The dashboard acts with its member's role: a viewer's pages hold no submission value, what
+reads or changes values is refused; what an operator reads and an admin changes lands in the audit
 trail, which the audit page lists, filters and downloads as CSV."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 
-from core.owner.organizations import create_api_key
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_form, make_submission, make_tenant
@@ -23,14 +22,14 @@ async def test_a_viewer_sees_states_but_never_a_value_and_changes_nothing(
     tenant = await make_tenant(conn)
     form = await make_form(conn, tenant)
     receipt = await make_submission(conn, tenant, form, {"name": SECRET_VALUE})
-    viewer = await create_api_key(conn, tenant.scope, name="support", role="viewer")
     async with dashboard_client(services) as client:
-        csrf = await sign_in(client, viewer.secret)
-        inbox = await client.get("/app")
-        assert receipt in inbox.text and SECRET_VALUE not in inbox.text
+        csrf = await sign_in(client, tenant.key, role="viewer")
+        for path in ("/app", f"/app/submissions/{receipt}", "/app/destinations"):
+            shown = await client.get(path)
+            assert shown.status_code == 200, path
+            assert SECRET_VALUE not in shown.text, path
+        assert receipt in (await client.get("/app")).text
         for path in (
-            f"/app/submissions/{receipt}",
-            "/app/destinations",
             f"/app/export.csv?form={form}",
             "/app/audit",
             "/app?q=Grace",
@@ -52,9 +51,8 @@ async def test_what_the_dashboard_reads_and_changes_is_audited_and_listed_as_csv
     tenant = await make_tenant(conn)
     form = await make_form(conn, tenant)
     receipt = await make_submission(conn, tenant, form, {"name": SECRET_VALUE})
-    operator = await create_api_key(conn, tenant.scope, name="ops", role="operator")
     async with dashboard_client(services) as client:
-        await sign_in(client, operator.secret)
+        await sign_in(client, tenant.key, role="operator")
         page = await client.get(f"/app/submissions/{receipt}")
         assert page.status_code == 200 and SECRET_VALUE in page.text
     async with dashboard_client(services) as client:
@@ -72,8 +70,9 @@ async def test_what_the_dashboard_reads_and_changes_is_audited_and_listed_as_csv
         assert download.status_code == 200
         assert download.headers["content-type"].startswith("text/csv")
     table = list(csv.DictReader(io.StringIO(download.text)))
-    assert [(r["action"], r["subject"], r["via"], r["actor_name"]) for r in table] == [
-        ("form.created", new_form, "dashboard", "test"),
-        ("submission.read", receipt, "dashboard", "ops"),
+    assert [(r["action"], r["subject"], r["via"], r["actor_kind"]) for r in table] == [
+        ("form.created", new_form, "dashboard", "member"),
+        ("submission.read", receipt, "dashboard", "member"),
     ]
+    assert [r["actor_name"].split("-")[0] for r in table] == ["owner", "operator"]
     assert SECRET_VALUE not in download.text
