@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import uvloop
 
 from core.destinations.http import close_shared_client
+from core.owner.audit import by_operator, record
+from core.owner.members import add_first_owner
 from core.owner.organizations import create_api_key, create_organization, set_plan
 from core.owner.plans import PLAN_NAMES, default_plan
 from core.platform.clock import utcnow
@@ -22,12 +24,12 @@ from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.settings import Settings
 from core.ticks.registry import TICKS, run_pass
-from local import keys, listen, serve, worker
+from local import audit, keys, listen, serve, worker
 from local.client.commands import COMMANDS as CLIENT_COMMANDS
 from local.client.commands import add_client_commands, run_client_command
 from local.embedded import stop_like_ctrl_c
 from local.settings import command_settings, development_settings, listening_url
-from local.welcome import banner, command_name, first_start, ready_block
+from local.welcome import banner, command_name, first_start, local_sign_in_url, ready_block
 
 
 async def _migrate(url: str) -> list[str]:
@@ -38,13 +40,20 @@ async def _migrate(url: str) -> list[str]:
         await conn.close()
 
 
-async def _create_org(url: str, name: str, plan: str) -> tuple[OrgScope, str]:
+async def _create_org(
+    url: str, name: str, plan: str, owner_email: str | None
+) -> tuple[OrgScope, str, str | None]:
+    """The organization, its first API key, and with `owner_email` the token of the first
+    owner's one-time link (None when that address already has a password)."""
     conn = await connect(url)
     try:
         async with conn.transaction():
             scope = await create_organization(conn, name=name, plan=plan)
-            key = await create_api_key(conn, scope, name="default")
-        return scope, key.secret
+            key = await create_api_key(conn, scope, name="default", role="owner")
+            link = None
+            if owner_email is not None:
+                link = await add_first_owner(conn, scope, email=owner_email, now=utcnow())
+        return scope, key.secret, link
     finally:
         await conn.close()
 
@@ -52,7 +61,9 @@ async def _create_org(url: str, name: str, plan: str) -> tuple[OrgScope, str]:
 async def _set_plan(url: str, organization_id: str, plan: str) -> None:
     conn = await connect(url)
     try:
-        await set_plan(conn, organization_id=organization_id, plan=plan)
+        async with conn.transaction():
+            await set_plan(conn, organization_id=organization_id, plan=plan)
+            await record(conn, OrgScope(organization_id), by_operator("plan.changed", plan))
     finally:
         await conn.close()
 
@@ -63,8 +74,12 @@ async def _dev(settings: Settings, notes: list[str], host: str, port: int, *, ti
     url = settings.require_database_url()
     await _migrate(url)
     created = await first_start(url)
+    sign_in = await local_sign_in_url(url, settings)
     if created is not None:
-        print(ready_block(created, settings, command=command_name(sys.argv[0])), flush=True)
+        block = ready_block(created, settings, sign_in, command=command_name(sys.argv[0]))
+        print(block, flush=True)
+    elif sign_in is not None:
+        print(f"Sign in to the dashboard (the link works once): {sign_in}", flush=True)
     print(
         "Development mode (production runs `postbag serve` and `postbag worker`)"
         + "".join(f"; {note}" for note in notes)
@@ -96,12 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="postbag", description="Postbag form backend")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending database migrations")
-    org = commands.add_parser("create-org", help="create an organization and an API key")
+    org = commands.add_parser("create-org", help="create an organization and an owner's API key")
     org.add_argument("--name", required=True)
     org.add_argument(
         "--plan",
         choices=PLAN_NAMES,
         help="default: self_hosted, or free on the hosted service (POSTBAG_HOSTED=true)",
+    )
+    org.add_argument(
+        "--owner-email",
+        metavar="E",
+        help="make E the first owner and print a one-time link to set their password",
     )
     org.add_argument("--json", action="store_true", help="print one JSON object")
     plan = commands.add_parser("set-plan", help="move an organization to another plan")
@@ -116,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve HTTP only; run the ticks elsewhere (`postbag tick deliver` from cron)",
     )
     keys.register(commands)
+    audit.register(commands)
     listen.register(commands)
     serve.add_command(commands)
     worker.add_command(commands)
@@ -149,11 +170,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"applied {len(applied)} migration(s)" + "".join(f"\n  {a}" for a in applied))
         elif args.command == "create-org":
             plan = args.plan or default_plan(hosted=settings.hosted)
-            scope, key = asyncio.run(_create_org(url, args.name, plan))
+            scope, key, token = asyncio.run(_create_org(url, args.name, plan, args.owner_email))
+            created: dict[str, str] = {"organization_id": scope.organization_id, "api_key": key}
+            if token is not None:
+                created["owner_link"] = f"{settings.public_url.rstrip('/')}/app/reset/{token}"
             if args.json:
-                print(json.dumps({"organization_id": scope.organization_id, "api_key": key}))
+                print(json.dumps(created))
             else:
                 print(f"organization: {scope.organization_id}\napi key (shown once): {key}")
+                if token is not None:
+                    print(
+                        f"owner {args.owner_email}: set a password within 7 days "
+                        f"(the link works once): {created['owner_link']}"
+                    )
+                elif args.owner_email is not None:
+                    print(f"owner {args.owner_email}: sign in with their password")
         elif args.command == "set-plan":
             asyncio.run(_set_plan(url, args.organization_id, args.plan))
             print(f"{args.organization_id} is now on {args.plan}")

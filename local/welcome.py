@@ -12,7 +12,9 @@ from typing import Any
 
 from core.owner.form_settings import FormFields
 from core.owner.forms import create_form, html_snippet, submit_url
+from core.owner.members import local_owner_link
 from core.owner.organizations import create_api_key, create_organization, list_organizations
+from core.platform.clock import utcnow
 from core.platform.db import connect
 from core.platform.queries import queries
 from core.platform.settings import Settings
@@ -40,11 +42,23 @@ async def first_start(url: str) -> FirstStart | None:
             if await list_organizations(conn):
                 return None
             scope = await create_organization(conn, name="Local", plan="self_hosted")
-            key = await create_api_key(conn, scope, name="default")
+            key = await create_api_key(conn, scope, name="default", role="owner")
             form = await create_form(conn, scope, fields=FormFields(name=QUICK_START_FORM))
         return FirstStart(scope.organization_id, key.secret, form)
     finally:
         await conn.close()
+
+
+async def local_sign_in_url(url: str, settings: Settings) -> str | None:
+    """A one-time link that signs the installation's first owner in (the local owner, made
+    on the first start, or for an organization that has no owner yet); None without any
+    organization."""
+    conn = await connect(url)
+    try:
+        token = await local_owner_link(conn, now=utcnow())
+    finally:
+        await conn.close()
+    return None if token is None else f"{settings.public_url.rstrip('/')}/app/link/{token}"
 
 
 def command_name(argv0: str) -> str:
@@ -57,9 +71,11 @@ def command_name(argv0: str) -> str:
     return str(path.resolve()) if relative.startswith("..") else relative
 
 
-def ready_block(created: FirstStart, settings: Settings, *, command: str = "postbag") -> str:
-    """The block printed once on first start: key, dashboard, submit URL, snippet, curl, and
-    the `command` lines that come next."""
+def ready_block(
+    created: FirstStart, settings: Settings, sign_in: str | None, *, command: str = "postbag"
+) -> str:
+    """The block printed once on first start: key, dashboard sign-in link, submit URL,
+    snippet, curl, and the `command` lines that come next."""
     base = settings.public_url.rstrip("/")
     url = submit_url(settings, created.form["id"])
     snippet = textwrap.indent(html_snippet(created.form, url).rstrip(), "    ")
@@ -71,7 +87,8 @@ def ready_block(created: FirstStart, settings: Settings, *, command: str = "post
             "Postbag is ready. This block is shown once: keep the API key.",
             "",
             f"  API key     {created.api_key}",
-            f"  Dashboard   {base}/app   (sign in with the API key)",
+            f"  Dashboard   {sign_in or base + '/app'}",
+            "              (signs you in once; each start prints a new link)",
             f"  Submit URL  {url}   (form {QUICK_START_FORM!r}, any origin)",
             "",
             "  Paste this form into any page:",

@@ -15,10 +15,12 @@ import json
 import smtplib
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
+import aiohttp
 from pydantic import EmailStr, Field
 
 from core.destinations import http
@@ -141,69 +143,90 @@ class EmailAdapter(BaseAdapter):
         if not to:
             return Result(ok=False, retryable=False, error_class="invalid_target")
         subject, text = message(payload, ctx.template)
-        reply_to = _reply_to(payload, ctx.template)
-        settings = ctx.settings
-        if settings.email_provider == "log":
-            log.info(
-                "email not sent (POSTBAG_EMAIL_PROVIDER=log)",
-                extra={
-                    "delivery_id": ctx.delivery_id,
-                    "detail": {
-                        "to": to,
-                        "reply_to": reply_to,
-                        "subject": subject,
-                        "text": cut(text, LOG_TEXT_CHARS),
-                    },
-                },
-            )
-            return Result(ok=False, skip_reason="email_log_only")
-        missing = _missing_setting(settings)
-        if missing:
-            return Result(
-                ok=False, retryable=True, error_class="email_not_configured", excerpt=missing
-            )
-        assert settings.mail_from is not None
-        if settings.email_provider == "ses":
-            return await asyncio.to_thread(
-                _send_ses, settings.mail_from, to, subject, text, reply_to
-            )
-        if settings.email_provider == "resend":
-            assert settings.resend_api_key is not None
-            body: dict[str, Any] = {
-                "from": settings.mail_from,
-                "to": to,
-                "subject": subject,
-                "text": text,
-            }
-            if reply_to:
-                body["reply_to"] = reply_to
-            return await http.post(
-                ctx.http,
-                f"{settings.resend_api_url.rstrip('/')}/emails",
-                content=json.dumps(body).encode(),
-                headers={
-                    "Authorization": f"Bearer {settings.resend_api_key.get_secret_value()}",
-                    "Content-Type": "application/json",
-                    "Idempotency-Key": ctx.delivery_id,
-                },
-                timeout=ctx.timeout,
-            )
-        assert settings.smtp_url is not None
-        mail = EmailMessage()
-        mail["From"], mail["To"], mail["Subject"] = settings.mail_from, ", ".join(to), subject
-        mail["Date"] = email.utils.format_datetime(utcnow())
-        mail["Message-ID"] = _message_id(ctx.delivery_id, settings.mail_from)
-        if reply_to:
-            mail["Reply-To"] = reply_to
-        mail.set_content(text)
-        return await asyncio.to_thread(
-            _send_smtp,
-            settings.smtp_url.get_secret_value(),
-            settings.mail_from,
-            to,
-            mail,
-            ctx.timeout,
+        return await send_email(
+            ctx.settings,
+            ctx.http,
+            Email(to, subject, text, reply_to=_reply_to(payload, ctx.template)),
+            message_key=ctx.delivery_id,
+            timeout=ctx.timeout,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Email:
+    """One plain-text message to send."""
+
+    to: list[str]
+    subject: str
+    text: str
+    reply_to: str | None = None
+    # Whether the text may be written to the log (`log` provider): not when it holds a link.
+    loggable: bool = True
+
+
+async def send_email(
+    settings: Settings,
+    client: aiohttp.ClientSession,
+    mail: Email,
+    *,
+    message_key: str,
+    timeout: float,
+) -> Result:
+    """Send `mail` through the installation's provider (or the log); `message_key` makes its
+    `Message-ID` and Resend's idempotency key, the same for each attempt."""
+    to, subject, text, reply_to = mail.to, mail.subject, mail.text, mail.reply_to
+    if settings.email_provider == "log":
+        detail: dict[str, Any] = {
+            "message": message_key,
+            "to": to,
+            "reply_to": reply_to,
+            "subject": subject,
+        }
+        if mail.loggable:
+            detail["text"] = cut(text, LOG_TEXT_CHARS)
+        log.info(
+            "email not sent (POSTBAG_EMAIL_PROVIDER=log)",
+            extra={"detail": detail},
+        )
+        return Result(ok=False, skip_reason="email_log_only")
+    missing = _missing_setting(settings)
+    if missing:
+        return Result(ok=False, retryable=True, error_class="email_not_configured", excerpt=missing)
+    assert settings.mail_from is not None
+    if settings.email_provider == "ses":
+        return await asyncio.to_thread(_send_ses, settings.mail_from, to, subject, text, reply_to)
+    if settings.email_provider == "resend":
+        assert settings.resend_api_key is not None
+        body: dict[str, Any] = {
+            "from": settings.mail_from,
+            "to": to,
+            "subject": subject,
+            "text": text,
+        }
+        if reply_to:
+            body["reply_to"] = reply_to
+        return await http.post(
+            client,
+            f"{settings.resend_api_url.rstrip('/')}/emails",
+            content=json.dumps(body).encode(),
+            headers={
+                "Authorization": f"Bearer {settings.resend_api_key.get_secret_value()}",
+                "Content-Type": "application/json",
+                "Idempotency-Key": message_key,
+            },
+            timeout=timeout,
+        )
+    assert settings.smtp_url is not None
+    mime = EmailMessage()
+    mime["From"], mime["To"], mime["Subject"] = settings.mail_from, ", ".join(to), subject
+    mime["Date"] = email.utils.format_datetime(utcnow())
+    mime["Message-ID"] = _message_id(message_key, settings.mail_from)
+    if reply_to:
+        mime["Reply-To"] = reply_to
+    mime.set_content(text)
+    return await asyncio.to_thread(
+        _send_smtp, settings.smtp_url.get_secret_value(), settings.mail_from, to, mime, timeout
+    )
 
 
 def _reply_to(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> str | None:

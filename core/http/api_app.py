@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from core import __version__
 from core.http import health
+from core.http.access import check_rules
 from core.http.agents.endpoint import mount_mcp
 from core.http.api_docs import install_api_docs
 from core.http.body_limit import BodyLimit
@@ -14,6 +15,7 @@ from core.http.problems import install_problem_handlers, install_validation_hand
 from core.http.security_headers import SecurityHeaders
 from core.http.v1 import (
     alerts,
+    audit,
     deliveries,
     destinations,
     digests,
@@ -21,6 +23,7 @@ from core.http.v1 import (
     forms,
     ingest,
     keys,
+    members,
     organization,
     routes,
     schemas,
@@ -36,6 +39,7 @@ from core.platform.services import Services
 # Each resource's router; a new resource adds its router here.
 V1_ROUTERS: list[APIRouter] = [
     keys.router,
+    members.router,
     forms.router,
     schemas.router,
     destinations.router,
@@ -49,6 +53,7 @@ V1_ROUTERS: list[APIRouter] = [
     organization.router,
     streams.router,
     spam.router,
+    audit.router,
 ]
 
 
@@ -71,16 +76,18 @@ def create_api_app(services: Services) -> FastAPI:
     app.include_router(ingest.router, prefix="/v1", responses=problems(400, 405, 413, 429))
     for router in V1_ROUTERS:
         # Every route may meet a body it cannot parse, a method it does not take, the body
-        # limit and the bad-key throttle.
+        # limit, a role that may not call it (each route's rule: core/http/access.py) and
+        # the bad-key throttle.
         app.include_router(
             router,
             prefix="/v1",
             dependencies=[Depends(check_request)],
-            responses=problems(400, 405, 413, 429),
+            responses=problems(400, 403, 405, 413, 429),
         )
     mount_mcp(app, services)
     install_api_docs(app)
     install_dashboard(app)
+    check_rules(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(SecurityHeaders)
     return app

@@ -23,13 +23,16 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_API_BODY_BYTES = 1024 * 1024  # every /v1 request (schemas included) and dashboard post
-MAX_SIGN_IN_BODY_BYTES = 16 * 1024  # the dashboard's sign-in form: a key and a token
-SIGN_IN_PATH = "/app/sign-in"
+# The forms posted before signing in (email, password, code, token): sign-in, a password
+# reset asked for or set, an invitation accepted.
+MAX_SIGN_IN_BODY_BYTES = 16 * 1024
+SIGN_IN_PATHS = ("/app/sign-in", "/app/forgot", "/app/reset/", "/app/invitations/")
 
 
 def body_limit(path: str) -> int:
     """The most bytes a request body to `path` may have."""
-    return MAX_SIGN_IN_BODY_BYTES if path == SIGN_IN_PATH else MAX_API_BODY_BYTES
+    signing_in = path == SIGN_IN_PATHS[0] or path.startswith(SIGN_IN_PATHS[1:])
+    return MAX_SIGN_IN_BODY_BYTES if signing_in else MAX_API_BODY_BYTES
 
 
 def _declared_length(scope: Scope) -> int | None:

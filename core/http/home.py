@@ -33,8 +33,8 @@ pre{{background:#f4f4f4;padding:1rem;overflow-x:auto}}
 <p>This is the local runner: the submit endpoint, the management API, the dashboard and
 the delivery worker in one process, for development.</p>
 <ul>
-<li><a href="/app">Dashboard</a> (sign in with the API key printed on first start;
-<code>postbag create-key ORG</code> makes another)</li>
+<li><a href="/app">Dashboard</a> (open the sign-in link <code>postbag dev</code> printed;
+each start prints a new one)</li>
 <li><a href="/v1/docs">API reference</a> (<a href="/v1/openapi.json">OpenAPI</a>)</li>
 <li><a href="/health">Health</a></li>
 </ul>

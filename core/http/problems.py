@@ -11,11 +11,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, compile_path
 
 from core.platform.errors import (
+    AlreadyMember,
     AlreadyReleased,
     DeliveryInProgress,
     DeliveryNotRetryable,
     DestinationPaused,
     DestinationRemoved,
+    EmailNotSent,
     Forbidden,
     FormClosed,
     IdempotencyConflict,
@@ -27,6 +29,7 @@ from core.platform.errors import (
     InvalidSchema,
     InvalidSecret,
     InvalidTemplate,
+    LastOwner,
     MalformedBody,
     NotFound,
     PayloadTooLarge,
@@ -84,6 +87,9 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     DestinationPaused: (409, "destination_paused"),
     DestinationRemoved: (409, "destination_removed"),
     AlreadyReleased: (409, "already_released"),
+    LastOwner: (409, "last_owner"),
+    AlreadyMember: (409, "already_member"),
+    EmailNotSent: (503, "email_not_sent"),
 }
 
 
@@ -94,8 +100,10 @@ def problem(
     *,
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    needed: str | None = None,
 ) -> JSONResponse:
-    """A problem+json response with a machine `code`."""
+    """A problem+json response with a machine `code` (and, for `forbidden`, the least role
+    that may act: `needed`)."""
     body: dict[str, Any] = {
         "type": f"https://postbag.dev/problems/{code}",
         "title": code.replace("_", " ").capitalize(),
@@ -105,6 +113,8 @@ def problem(
     }
     if errors:
         body["errors"] = errors
+    if needed:
+        body["needed"] = needed
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
@@ -125,7 +135,8 @@ def problem_for(exc: PostbagError) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)}
     if status >= 500:
         log.warning("request failed", extra={"detail": {"code": code, "error": str(exc)}})
-    return problem(status, code, str(exc), errors=errors, headers=headers)
+    needed = exc.needed if isinstance(exc, Forbidden) else None
+    return problem(status, code, str(exc), errors=errors, headers=headers, needed=needed)
 
 
 def http_error_response(exc: StarletteHTTPException, request: Request) -> JSONResponse:

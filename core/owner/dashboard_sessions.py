@@ -1,48 +1,67 @@
-"""Dashboard sessions: signed in with an API key, held server-side, 12 hours idle at most.
+"""Dashboard sessions: a member signed in to one of their organizations, held server-side,
+12 hours idle at most.
 
 The cookie carries only a random id; the database keeps its SHA-256, so a leaked table
-cannot be replayed as cookies. A session ends when its key is revoked.
+cannot be replayed as cookies. A session lives only while its member belongs to its
+organization: removing the member ends it at their next request, and a role changed is
+the role of that request.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from core.owner.organizations import authenticate_key
+from core.owner.credentials import new_token, token_hash
+from core.owner.roles import Actor
 from core.platform.db import Conn
+from core.platform.errors import NotFound
+from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope
+from core.platform.vocabulary import Role
 
 IDLE_LIMIT = timedelta(hours=12)
+USER_AGENT_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
 class DashboardSession:
-    """A signed-in dashboard visitor: whose data they see and their forms' CSRF token."""
+    """A signed-in member: the organization they see, their role in it, the other
+    organizations they may switch to, and their forms' CSRF token."""
 
+    id: str
     scope: OrgScope
     organization_name: str
     csrf_token: str
+    member_id: str
+    email: str
+    role: Role
+    organizations: list[dict[str, str]]
+
+    @property
+    def actor(self) -> Actor:
+        """Who a dashboard request acts for: the member, with their role in the
+        organization."""
+        return Actor("member", self.member_id, self.email, self.role)
 
 
-def _hash(session_id: str) -> bytes:
-    return hashlib.sha256(session_id.encode()).digest()
-
-
-async def open_session(conn: Conn, api_key: str | None, *, now: datetime) -> str:
-    """Sign in with an API key; return the new session id for the cookie."""
-    scope, key_id = await authenticate_key(conn, api_key)
-    session_id = secrets.token_urlsafe(32)
+async def open_session(
+    conn: Conn, *, member_id: str, organization_id: str, user_agent: str, now: datetime
+) -> str:
+    """A new session for a member in one of their organizations; its id, for the cookie."""
+    session_id = new_token()
     await conn.execute(
         queries["insert_dashboard_session"],
         {
-            "id_hash": _hash(session_id),
-            "organization_id": scope.organization_id,
-            "api_key_id": key_id,
+            "id": new_id("ses"),
+            "id_hash": token_hash(session_id),
+            "organization_id": organization_id,
+            "member_id": member_id,
             "csrf_token": secrets.token_urlsafe(32),
+            "user_agent": user_agent[:USER_AGENT_CHARS],
             "now": now,
         },
     )
@@ -52,24 +71,64 @@ async def open_session(conn: Conn, api_key: str | None, *, now: datetime) -> str
 async def load_session(
     conn: Conn, session_id: str | None, *, now: datetime
 ) -> DashboardSession | None:
-    """The live session for a cookie value, marked seen; None when absent, idle or revoked."""
+    """The live session for a cookie value, marked seen; None when absent, idle, or its
+    member no longer belongs to its organization."""
     if not session_id or len(session_id) > 100:
         return None
     cur = await conn.execute(
         queries["touch_dashboard_session"],
-        {"id_hash": _hash(session_id), "now": now, "idle_seconds": IDLE_LIMIT.total_seconds()},
+        {
+            "id_hash": token_hash(session_id),
+            "now": now,
+            "idle_seconds": IDLE_LIMIT.total_seconds(),
+        },
     )
     row = await cur.fetchone()
     if row is None:
         return None
     return DashboardSession(
-        OrgScope(row["organization_id"]), row["organization_name"], row["csrf_token"]
+        id=row["id"],
+        scope=OrgScope(row["organization_id"]),
+        organization_name=row["organization_name"],
+        csrf_token=row["csrf_token"],
+        member_id=row["member_id"],
+        email=row["address"],
+        role=row["role"],
+        organizations=row["organizations"],
     )
+
+
+async def switch_organization(conn: Conn, session_id: str, organization_id: str) -> None:
+    """Move the session to another organization of its member's; any other is NotFound."""
+    cur = await conn.execute(
+        queries["switch_session_organization"],
+        {"id_hash": token_hash(session_id), "organization_id": organization_id},
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no organization {organization_id}")
+
+
+async def member_sessions(conn: Conn, member_id: str, *, now: datetime) -> list[dict[str, Any]]:
+    """A member's live sessions (id, user agent, organization, times), newest seen first."""
+    cur = await conn.execute(
+        queries["member_sessions"],
+        {"member_id": member_id, "now": now, "idle_seconds": IDLE_LIMIT.total_seconds()},
+    )
+    return await cur.fetchall()
+
+
+async def end_member_session(conn: Conn, member_id: str, session: str) -> None:
+    """End one of the member's sessions at once; another's, or none, is NotFound."""
+    cur = await conn.execute(
+        queries["delete_member_session"], {"id": session, "member_id": member_id}
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"no session {session}")
 
 
 async def close_session(conn: Conn, session_id: str) -> None:
     """Sign out: the session row is deleted at once."""
-    await conn.execute(queries["delete_dashboard_session"], {"id_hash": _hash(session_id)})
+    await conn.execute(queries["delete_dashboard_session"], {"id_hash": token_hash(session_id)})
 
 
 async def forget_idle_sessions(conn: Conn, *, now: datetime) -> int:

@@ -151,6 +151,11 @@ class DestinationPatch(BaseModel):
     pause_after: PauseAfter | SkipJsonSchema[None] = None
     rate_limit: RateLimit | None = Field(default=None, description=_RATE_DESCRIPTION)
 
+    def rotates_secret(self) -> bool:
+        """Whether the change sets a new secret (`secret`, or a type's secret config field)."""
+        fields = {a.secret_field for a in ADAPTERS.values() if a.secret_field}
+        return self.secret is not None or bool(fields & set(self.config or {}))
+
 
 @dataclass(frozen=True, slots=True)
 class CreatedDestination:

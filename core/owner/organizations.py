@@ -9,12 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from core.owner.plans import PLAN_NAMES
+from core.owner.roles import Actor, require_rank
 from core.owner.usage import reserve
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, NotFound, Unauthenticated
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import Role
 
 KEY_PREFIX = "pb_"
 
@@ -26,6 +28,7 @@ class NewKey:
     id: str
     name: str
     prefix: str
+    role: Role
     secret: str
     created_at: datetime
 
@@ -94,11 +97,16 @@ async def owner_of(
 
 
 @scoped
-async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
-    """Make a key for the organization; the secret is returned here and never again.
+async def create_api_key(
+    conn: Conn, scope: OrgScope, *, name: str, role: Role = "admin", by: Actor | None = None
+) -> NewKey:
+    """Make a key with `role` for the organization; the secret is returned here and never
+    again. An actor `by` (none: the operator) may not make a key above its own role.
 
     Refused with PlanLimitReached past the plan's live keys (revoked ones do not count).
     """
+    if by is not None:
+        require_rank(by, role)
     await reserve(conn, scope, kind="api_keys")
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     row = await (
@@ -110,6 +118,7 @@ async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
                 "name": name,
                 "prefix": secret[:10],
                 "key_hash": hash_key(secret),
+                "role": role,
             },
         )
     ).fetchone()
@@ -118,20 +127,22 @@ async def create_api_key(conn: Conn, scope: OrgScope, *, name: str) -> NewKey:
         id=row["id"],
         name=row["name"],
         prefix=row["prefix"],
+        role=row["role"],
         secret=secret,
         created_at=row["created_at"],
     )
 
 
-async def authenticate_key(conn: Conn, key: str | None) -> tuple[OrgScope, str]:
-    """The scope and id of a live API key; any other key, or none, is Unauthenticated."""
+async def authenticate_key(conn: Conn, key: str | None) -> tuple[OrgScope, Actor]:
+    """The scope of a live API key and the key as an actor (its id, name and role); any
+    other key, or none, is Unauthenticated."""
     if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
         raise Unauthenticated("a valid API key is required")
     cur = await conn.execute(queries["authenticate_api_key"], {"key_hash": hash_key(key)})
     row = await cur.fetchone()
     if row is None:
         raise Unauthenticated("a valid API key is required")
-    return OrgScope(row["organization_id"]), row["id"]
+    return OrgScope(row["organization_id"]), Actor("key", row["id"], row["name"], row["role"])
 
 
 async def authenticate(conn: Conn, key: str | None) -> OrgScope:
@@ -153,8 +164,17 @@ async def list_api_keys(
 
 
 @scoped
-async def revoke_api_key(conn: Conn, scope: OrgScope, *, key_id: str) -> None:
-    """Revoke a live key at once: the next request made with it is refused."""
+async def revoke_api_key(
+    conn: Conn, scope: OrgScope, *, key_id: str, by: Actor | None = None
+) -> None:
+    """Revoke a live key at once: the next request made with it is refused. An actor `by`
+    may not revoke a key above its own role."""
+    params = {"id": key_id, "organization_id": scope.organization_id}
+    found = await (await conn.execute(queries["live_api_key_role"], params)).fetchone()
+    if found is None:
+        raise NotFound(f"no key {key_id}")
+    if by is not None:
+        require_rank(by, found["role"])
     cur = await conn.execute(
         queries["revoke_api_key"], {"id": key_id, "organization_id": scope.organization_id}
     )

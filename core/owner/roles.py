@@ -28,6 +28,8 @@ Permission = Literal[
     "configure",
     # members, roles, the plan, ownership
     "manage_members",
+    # the audit trail: who did what, when, from where (never values)
+    "read_audit",
 ]
 
 # The least role holding each permission.
@@ -37,6 +39,7 @@ LEAST_ROLE: dict[Permission, Role] = {
     "operate": "operator",
     "configure": "admin",
     "manage_members": "owner",
+    "read_audit": "admin",
 }
 
 
@@ -60,3 +63,15 @@ def require(actor: Actor, permission: Permission) -> None:
     if not may(actor.role, permission):
         needed = LEAST_ROLE[permission]
         raise Forbidden(f"this needs the {needed} role; yours is {actor.role}", needed=needed)
+
+
+def outranks(role: Role, other: Role) -> bool:
+    """Whether `role` holds everything `other` holds (itself included)."""
+    return ROLES.index(role) <= ROLES.index(other)
+
+
+def require_rank(actor: Actor, role: Role) -> None:
+    """Refuse an actor that would hand out or take away a role above its own (a key's role,
+    a member's): 403 naming that role."""
+    if not outranks(actor.role, role):
+        raise Forbidden(f"this needs the {role} role; yours is {actor.role}", needed=role)

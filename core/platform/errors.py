@@ -168,6 +168,18 @@ class DestinationRemoved(PostbagError):
     """The destination was deleted, so nothing is sent to it."""
 
 
+class LastOwner(PostbagError):
+    """The change would leave the organization without an owner."""
+
+
+class AlreadyMember(PostbagError):
+    """The address invited already belongs to a member of the organization."""
+
+
+class EmailNotSent(PostbagError):
+    """The installation's email provider did not take the message; nothing was stored."""
+
+
 def invalid_input(exc: ValidationError) -> InvalidInput:
     """A pydantic error as InvalidInput listing the offending fields (never their values)."""
     errors = [

@@ -9,6 +9,8 @@ import time
 PREFIXES = frozenset(
     {"org", "key", "frm", "dst", "rte", "sub", "dlv", "att", "dgs", "alr", "rpl"}
     | {"str", "sky", "evt", "srt"}  # streams, ingest keys, stream events, stream routes
+    | {"aud"}  # audit rows
+    | {"mem", "inv", "ses"}  # members, invitations, dashboard sessions
 )
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 ID_LENGTH = 26

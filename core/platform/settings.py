@@ -21,6 +21,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 EmailProvider = Literal["ses", "resend", "smtp", "log"]
+PasswordHashCost = Literal["standard", "test_only"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 # What stands between Postbag and PostgreSQL: nothing (or a session-mode pooler, the same
 # to Postbag), or a pooler that hands each transaction any server connection.
@@ -88,6 +89,9 @@ class Settings:
     # Set by the hosted service only: new organizations start on `free`; elsewhere
     # (a self-hosted installation) on `self_hosted`.
     hosted: bool = False
+    # argon2id's cost for members' passwords: `standard` (RFC 9106's low-memory profile,
+    # 64 MiB), or `test_only` (a few KiB, for the test suite; production refuses it).
+    password_hash_cost: PasswordHashCost = "standard"
 
     def require_database_url(self) -> str:
         """The database URL, or a ConfigError naming the variable."""
@@ -262,6 +266,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "deliver_function_name": _optional_text,
     "metrics_token": _secret,
     "hosted": _flag,
+    "password_hash_cost": _one_of("standard", "test_only"),
 }
 
 
@@ -301,4 +306,6 @@ def production_settings(**overrides: object) -> Settings:
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise ConfigError(f"{' and '.join(missing)} {verb} required")
+    if settings.password_hash_cost != "standard":
+        raise ConfigError("POSTBAG_PASSWORD_HASH_COST=test_only is for the test suite only")
     return settings

@@ -54,6 +54,12 @@ EraseReason = Literal["requested", "expired"]
 Role = Literal["owner", "admin", "operator", "viewer"]
 # Who acted: a member signed in, or an API key.
 ActorKind = Literal["member", "key"]
+# audit_log.actor_kind: a member, an API key, or the operator's `postbag` command line.
+AuditActorKind = Literal["member", "key", "operator"]
+# audit_log.via: the surface an audited action came through.
+AuditVia = Literal["api", "mcp", "dashboard", "cli"]
+# member_links.kind: a one-time link's purpose (a sign-in link only `postbag dev` prints).
+MemberLinkKind = Literal["password_reset", "sign_in"]
 
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]

@@ -1,19 +1,51 @@
 -- name: insert_dashboard_session
--- Open a dashboard session for an organization's live API key.
-INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token, created_at,
-                                last_seen_at)
-VALUES (%(id_hash)s, %(organization_id)s, %(api_key_id)s, %(csrf_token)s, %(now)s, %(now)s)
+-- Open a dashboard session for a member in one of their organizations.
+INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_token, user_agent,
+                                created_at, last_seen_at)
+VALUES (%(id)s, %(id_hash)s, %(organization_id)s, %(member_id)s, %(csrf_token)s, %(user_agent)s,
+        %(now)s, %(now)s)
 
 -- name: touch_dashboard_session
--- The live session with this id (key not revoked, not idle too long), marked seen now.
+-- The live session with this id (its member still in its organization, not idle too long),
+-- marked seen now, with the member's role there and every organization they belong to.
 UPDATE dashboard_sessions s
    SET last_seen_at = %(now)s
-  FROM api_keys k, organizations o
+  FROM memberships ms, members m, organizations o
  WHERE s.id_hash = %(id_hash)s
    AND s.last_seen_at > %(now)s - make_interval(secs => %(idle_seconds)s)
-   AND k.id = s.api_key_id AND k.revoked_at IS NULL
+   AND ms.organization_id = s.organization_id AND ms.member_id = s.member_id
+   AND m.id = s.member_id
    AND o.id = s.organization_id
-RETURNING s.organization_id, s.csrf_token, o.name AS organization_name
+RETURNING s.id, s.organization_id, s.csrf_token, s.member_id, m.email AS address, ms.role,
+          o.name AS organization_name,
+          (SELECT coalesce(json_agg(json_build_object('id', mo.id, 'name', mo.name)
+                                    ORDER BY mm.created_at, mo.id), '[]')
+             FROM memberships mm JOIN organizations mo ON mo.id = mm.organization_id
+            WHERE mm.member_id = s.member_id) AS organizations
+
+-- name: member_sessions
+-- A member's sessions, in any organization, the most recently seen first.
+SELECT s.id, s.user_agent, s.created_at, s.last_seen_at, o.name AS organization_name
+  FROM dashboard_sessions s
+  JOIN organizations o ON o.id = s.organization_id
+ WHERE s.member_id = %(member_id)s
+   AND s.last_seen_at > %(now)s - make_interval(secs => %(idle_seconds)s)
+ ORDER BY s.last_seen_at DESC, s.id
+
+-- name: delete_member_session
+-- End one of the member's own sessions; nothing when it is not theirs.
+DELETE FROM dashboard_sessions
+ WHERE id = %(id)s AND member_id = %(member_id)s
+RETURNING id
+
+-- name: switch_session_organization
+-- Move a session to another organization the member belongs to; nothing otherwise.
+UPDATE dashboard_sessions s
+   SET organization_id = %(organization_id)s
+  FROM memberships ms
+ WHERE s.id_hash = %(id_hash)s
+   AND ms.member_id = s.member_id AND ms.organization_id = %(organization_id)s
+RETURNING s.id
 
 -- name: delete_dashboard_session
 -- Sign out: forget the session.

@@ -9,15 +9,15 @@ UPDATE organizations SET plan = %(plan)s WHERE id = %(id)s RETURNING id, plan
 
 -- name: insert_api_key
 -- Store a new API key by its hash only.
-INSERT INTO api_keys (id, organization_id, name, prefix, key_hash)
-VALUES (%(id)s, %(organization_id)s, %(name)s, %(prefix)s, %(key_hash)s)
-RETURNING id, name, prefix, created_at
+INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, role)
+VALUES (%(id)s, %(organization_id)s, %(name)s, %(prefix)s, %(key_hash)s, %(role)s)
+RETURNING id, name, prefix, role, created_at
 
 -- name: authenticate_api_key
--- The live key with this hash, and its organization; marks it used.
+-- The live key with this hash, its organization, name and role; marks it used.
 UPDATE api_keys SET last_used_at = now()
  WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
-RETURNING id, organization_id
+RETURNING id, organization_id, name, role
 
 -- name: list_organizations
 -- Every organization, oldest first, for the operator's `postbag orgs`.

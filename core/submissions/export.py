@@ -33,13 +33,14 @@ PAGE_BYTES = 1024 * 1024
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _cell(value: Any) -> str:
+def csv_cell(value: Any) -> str:
+    """A value as a formula-safe CSV cell (the audit trail's CSV uses it too)."""
     if value is None:
         text = ""
     elif isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, list):
-        text = "; ".join(_cell(item) for item in value)
+        text = "; ".join(csv_cell(item) for item in value)
     elif isinstance(value, dict):
         text = json.dumps(value, ensure_ascii=False)
     else:
@@ -94,7 +95,7 @@ def _batch_text(batch: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
                 row["status"],
                 row["reason"] or "",
                 "; ".join(row["flags"]),
-                *(_cell(values.get(name)) for name in fields),
+                *(csv_cell(values.get(name)) for name in fields),
             ]
         )
     return buffer.getvalue()
@@ -138,7 +139,7 @@ async def export_csv(
     """The form's submissions received by `now` after `start` (at most `limit` of them) as
     CSV text, page by page, each page read in its own short transaction."""
     head = ["receipt", "received_at", "status", "reason", "flags", *fields]
-    yield _csv_text([[_cell(h) for h in head]])
+    yield _csv_text([[csv_cell(h) for h in head]])
     params: dict[str, Any] = {
         "form_id": form_id,
         "organization_id": scope.organization_id,

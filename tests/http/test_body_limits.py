@@ -78,7 +78,10 @@ async def test_v1__a_body_within_the_limit_still_reaches_the_endpoint(
     assert response.status_code == 201, response.text
 
 
-async def test_sign_in__big_multipart_is_413_without_being_read(services: Services) -> None:
+@pytest.mark.parametrize("path", ["/app/sign-in", "/app/forgot", "/app/invitations/x"])
+async def test_sign_in__big_multipart_is_413_without_being_read(
+    services: Services, path: str
+) -> None:
     head = (
         b'--XyZ\r\nContent-Disposition: form-data; name="api_key"; filename="k.txt"\r\n'
         b"Content-Type: text/plain\r\n\r\n"
@@ -86,7 +89,7 @@ async def test_sign_in__big_multipart_is_413_without_being_read(services: Servic
     body = Stream(total=64 * MIB, head=head)
     async with dashboard_client(services) as client:
         response = await client.post(
-            "/app/sign-in",
+            path,
             content=body,
             headers={"Content-Type": "multipart/form-data; boundary=XyZ"},
         )

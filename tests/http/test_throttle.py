@@ -13,17 +13,21 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, assert_problem
-from tests.support.builders import make_tenant
+from tests.support.builders import make_member, make_tenant
 from tests.support.dashboard import dashboard_client
 from tests.support.settings import with_settings
 
 TOKEN = "t" * 43  # the sign-in form's CSRF token is whatever its cookie holds
 
 
-async def _sign_in(client: httpx.AsyncClient, key: str) -> httpx.Response:
+EMAIL = "ada@example.test"
+PASSWORD = "correct horse battery"
+
+
+async def _sign_in(client: httpx.AsyncClient, password: str) -> httpx.Response:
     return await client.post(
         "/app/sign-in",
-        data={"csrf": TOKEN, "api_key": key},
+        data={"csrf": TOKEN, "email": EMAIL, "password": password},
         headers={"Cookie": f"{SIGN_IN_COOKIE}={TOKEN}"},
     )
 
@@ -37,24 +41,25 @@ async def _inside_one_window() -> None:
         await asyncio.sleep(left + 0.1)
 
 
-async def test_sign_in__past_ten_failures_wrong_keys_wait_then_429_and_a_valid_key_still_works(
+async def test_sign_in__past_ten_failures_wrong_passwords_wait_then_429_and_the_right_one_works(
     services: Services, conn: Conn
 ) -> None:
     """Someone guessing behind a shared address slows their own guesses, and locks no one
-    out: a colleague's valid key signs in (after the same wait)."""
+    out: a colleague's right password signs in (after the same wait)."""
     acme = await make_tenant(conn)
+    await make_member(conn, acme, email=EMAIL, password=PASSWORD)
     await _inside_one_window()
     async with dashboard_client(services) as client:
-        answers = await asyncio.gather(*(_sign_in(client, f"pb_wrong{i}") for i in range(30)))
+        answers = await asyncio.gather(*(_sign_in(client, f"wrong-{i:06}") for i in range(30)))
         started = time.monotonic()
-        valid_now = await _sign_in(client, acme.key)
+        valid_now = await _sign_in(client, PASSWORD)
         waited = time.monotonic() - started
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [401] * 10 + [429] * 20
     throttled = next(a for a in answers if a.status_code == 429)
     assert 1 <= int(throttled.headers["retry-after"]) <= 600
     assert "Too many sign-in attempts" in throttled.text
-    # Over the limit the right key is still checked, once the delay has passed.
+    # Over the limit the right password is still checked, once the delay has passed.
     assert valid_now.status_code == 303, valid_now.text
     assert SESSION_COOKIE in valid_now.cookies
     assert waited >= OVER_LIMIT_DELAY
@@ -68,8 +73,8 @@ async def test_sign_in__a_wait_past_the_limit_holds_no_database_connection(
     """Twenty attempts waiting out their delay at once leave the pool free for everyone."""
     await _inside_one_window()
     async with dashboard_client(services) as client:
-        await asyncio.gather(*(_sign_in(client, f"pb_wrong{i}") for i in range(11)))
-        waiting = asyncio.gather(*(_sign_in(client, f"pb_again{i}") for i in range(20)))
+        await asyncio.gather(*(_sign_in(client, f"wrong-{i:06}") for i in range(11)))
+        waiting = asyncio.gather(*(_sign_in(client, f"again-{i:06}") for i in range(20)))
         await asyncio.sleep(OVER_LIMIT_DELAY / 2)
         busy = services.db.connection_counts()
         answers = await waiting
@@ -79,8 +84,9 @@ async def test_sign_in__a_wait_past_the_limit_holds_no_database_connection(
 
 async def test_sign_in__successes_do_not_use_up_the_limit(services: Services, conn: Conn) -> None:
     acme = await make_tenant(conn)
+    await make_member(conn, acme, email=EMAIL, password=PASSWORD)
     async with dashboard_client(services) as client:
-        answers = [await _sign_in(client, acme.key) for _ in range(12)]
+        answers = [await _sign_in(client, PASSWORD) for _ in range(12)]
     assert [a.status_code for a in answers] == [303] * 12
 
 

@@ -14,8 +14,10 @@ import pytest
 
 from core.owner.organizations import authenticate
 from core.platform.db import Conn
+from core.platform.services import Services
 from tests.support.builders import make_destination, make_form, make_route, make_tenant
 from tests.support.cli import postbag, subprocess_env
+from tests.support.dashboard import csrf_of, dashboard_client
 from tests.support.peers import receiver
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY
@@ -53,6 +55,8 @@ async def test_create_org__prints_a_key_that_authenticates_and_is_not_stored(
     assert scope.organization_id == printed["organization_id"]
     plan = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
     assert plan == {"plan": "pro"}
+    role = await (await conn.execute("SELECT role FROM api_keys")).fetchone()
+    assert role == {"role": "owner"}  # the organization's first key holds everything
     stored = await _all_text(conn)
     assert printed["api_key"] not in stored
     assert printed["api_key"][len("pb_") :] not in stored
@@ -86,6 +90,10 @@ async def test_set_plan__changes_the_plan_and_refuses_unknown_orgs(db_url: str, 
     assert postbag("set-plan", created["organization_id"], "team", env=env).returncode == 0
     row = await (await conn.execute("SELECT plan FROM organizations")).fetchone()
     assert row == {"plan": "team"}
+    recorded = await conn.execute("SELECT actor_kind, action, subject, via FROM audit_log")
+    assert await recorded.fetchall() == [
+        {"actor_kind": "operator", "action": "plan.changed", "subject": "team", "via": "cli"}
+    ]
     missing = postbag("set-plan", "org_0000000000000000000000000", "team", env=env)
     assert missing.returncode == 1
     assert "no organization" in missing.stderr
@@ -195,3 +203,31 @@ async def test_dev__no_ticks_serves_submits_and_leaves_delivery_to_a_tick(
         assert ticked.returncode == 0, ticked.stderr
     assert await rows(conn, "SELECT status FROM deliveries") == [{"status": "sent"}]
     assert [json.loads(r.body)["receipt"] for r in peer.requests] == [posted.json()["receipt"]]
+
+
+async def test_create_org__owner_email_prints_a_one_time_link_that_sets_the_password(
+    db_url: str, conn: Conn, services: Services
+) -> None:
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url)
+    args = ["create-org", "--name", "Acme", "--owner-email", "Ada@Example.com", "--json"]
+    result = postbag(*args, env=env)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    link = printed["owner_link"]
+    assert link.startswith("http://127.0.0.1:8080/app/reset/")
+    path = link.removeprefix("http://127.0.0.1:8080")
+    assert path.rsplit("/", 1)[1] not in await _all_text(conn)
+    [owner] = await rows(conn, "SELECT organization_id, role FROM memberships")
+    assert owner == {"organization_id": printed["organization_id"], "role": "owner"}
+    async with dashboard_client(services) as client:
+        page = await client.get(path)
+        password = "correct horse battery"
+        set_ = await client.post(
+            path, data={"csrf": csrf_of(page.text), "password": password, "repeat": password}
+        )
+        assert set_.status_code == 303 and (await client.get("/app")).status_code == 200
+        assert (await client.get(path)).status_code == 404
+    # An owner who has a password is made owner of another organization without a link.
+    again = json.loads(postbag(*args[:2], "Beta", *args[3:], env=env).stdout)
+    assert "owner_link" not in again
+    assert len(await rows(conn, "SELECT role FROM memberships WHERE role = 'owner'")) == 2

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from core.platform.ids import new_id
@@ -140,6 +141,22 @@ def test_a_refusal_exits_1_with_the_problem_code_and_detail(
     monkeypatch.setenv("POSTBAG_API_URL", "http://127.0.0.1:1")  # nothing listens there
     code, _, err = run(capsys, "forms", "list")
     assert code == 1 and err.startswith("postbag: unreachable: http://127.0.0.1:1")
+
+
+def test_a_key_acts_with_its_role_in_the_client_commands(
+    as_acme: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = httpx.post(
+        f"{as_acme.url}/v1/keys",
+        json={"name": "support", "role": "viewer"},
+        headers={"Authorization": f"Bearer {as_acme.acme.key}"},
+    )
+    assert made.status_code == 201, made.text
+    monkeypatch.setenv("POSTBAG_API_KEY", made.json()["key"])
+    assert [f["id"] for f in run_json(capsys, "forms", "list")["data"]][:1] == [as_acme.form]
+    code, out, err = run(capsys, "submissions", "show", as_acme.submission)
+    assert (code, out) == (1, "")
+    assert err.strip() == "postbag: forbidden: this needs the operator role; yours is viewer"
 
 
 def test_usage_errors_exit_2(

@@ -78,13 +78,19 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
         submit = re.search(r"Submit URL +(http://\S+/s/(frm_\w+))", printed)
         curl = re.search(r"^ +(curl .+)$", printed, re.MULTILINE)
         assert key and submit and curl, printed
-        assert f"Dashboard   http://127.0.0.1:{port}/app" in printed
+        link = re.search(rf"Dashboard   (http://127\.0\.0\.1:{port}/app/link/\S+)", printed)
+        assert link, printed
         assert f'<form action="{submit[1]}" method="POST">' in printed
         assert "Email is log-only" in printed
         answered = subprocess.run(
             shlex.split(curl[1]), capture_output=True, text=True, timeout=30, check=True
         )
         home = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        # The printed link signs the local owner in, once.
+        with httpx.Client(timeout=10, follow_redirects=True) as browser:
+            signed_in = browser.get(link[1])
+            inbox = browser.get(f"http://127.0.0.1:{port}/app")
+            again = httpx.get(link[1], timeout=10)
         forms = httpx.get(
             f"http://127.0.0.1:{port}/v1/forms",
             headers={"Authorization": f"Bearer {key[1]}"},
@@ -103,6 +109,9 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
     assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
     assert "Your submission was received" in answered.stdout
     assert home.status_code == 200 and submit[2] in home.text and "/app" in home.text
+    assert signed_in.history[0].status_code == 303 and signed_in.url.path == "/app"
+    assert inbox.status_code == 200 and "Inbox" in inbox.text
+    assert again.status_code == 404
     [form] = forms.json()["data"]
     assert (form["id"], form["name"], form["allowed_origins"]) == (submit[2], "Contact", [])
     [stored] = submissions.json()["data"]

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.destinations.chat import redact_url
 from core.destinations.registry import ADAPTERS
+from core.owner.credentials import hash_password, new_token, token_hash
 from core.owner.organizations import create_api_key, create_organization
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.scope import OrgScope
+from core.platform.vocabulary import Role
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TELEGRAM_TOKEN = "123456789:AAH-telegram-bot-token-0123456789"
@@ -41,10 +43,11 @@ class Tenant:
 
 
 async def make_tenant(conn: Conn, name: str = "Acme", plan: str = "free") -> Tenant:
-    """An organization and a live API key for it, made by core."""
+    """An organization and a live API key for it with the owner role (as `postbag
+    create-org` makes), made by core."""
     async with conn.transaction():
         scope = await create_organization(conn, name=name, plan=plan)
-        key = await create_api_key(conn, scope, name="test")
+        key = await create_api_key(conn, scope, name="test", role="owner")
     return Tenant(scope, key.secret)
 
 
@@ -343,3 +346,46 @@ async def make_chat_delivery(
         or {"labels": labels or {}, "field_order": list(values), "form_name": "Contact"},
         max_attempts=ADAPTERS[kind].max_attempts,
     )
+
+
+async def make_member(
+    conn: Conn,
+    tenant: Tenant,
+    *,
+    role: Role = "owner",
+    email: str | None = None,
+    password: str | None = None,
+    totp_secret: str | None = None,
+) -> str:
+    """A member of the tenant's organization with `role` (made, or joining when `email` is
+    a member's already); a password hashed at the test-only cost."""
+    email = email or f"{role}-{new_id('mem')[-8:]}@example.test"
+    hashed = None if password is None else await hash_password(password, "test_only")
+    await conn.execute(
+        "INSERT INTO members (id, email, password_hash, totp_secret) "
+        "VALUES (%(id)s, %(email)s, %(hash)s, %(totp)s) ON CONFLICT DO NOTHING",
+        {"id": new_id("mem"), "email": email, "hash": hashed, "totp": totp_secret},
+    )
+    cur = await conn.execute("SELECT id FROM members WHERE lower(email) = lower(%s)", [email])
+    row = await cur.fetchone()
+    assert row is not None
+    await _insert(
+        conn, "memberships", {"organization_id": tenant.org, "member_id": row["id"], "role": role}
+    )
+    return str(row["id"])
+
+
+async def sign_in_link(conn: Conn, member_id: str) -> str:
+    """The path of a one-time sign-in link for the member (as `postbag dev` prints)."""
+    token = new_token()
+    await _insert(
+        conn,
+        "member_links",
+        {
+            "token_hash": token_hash(token),
+            "member_id": member_id,
+            "kind": "sign_in",
+            "expires_at": datetime.now(UTC) + timedelta(hours=1),
+        },
+    )
+    return f"/app/link/{token}"

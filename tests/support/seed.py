@@ -66,9 +66,13 @@ INSERT INTO spam_models (organization_id, spam_docs) VALUES (%(org)s, 1);
 INSERT INTO spam_tokens (organization_id, token, spam) VALUES (%(org)s, '\\x0011223344556677', 1);
 INSERT INTO spam_training (submission_id, organization_id, label, tokens, trained_at)
     VALUES (%(sub)s, %(org)s, 'spam', ARRAY['\\x0011223344556677'::bytea], now());
-INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
-    SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
-     WHERE organization_id = %(org)s;
+INSERT INTO members (id, email) VALUES (%(mem)s, %(mem)s || '@example.test');
+INSERT INTO memberships (organization_id, member_id, role) VALUES (%(org)s, %(mem)s, 'owner');
+INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_token)
+    VALUES (%(ses)s, %(session)s, %(org)s, %(mem)s, repeat('c', 32));
+INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, expires_at)
+    VALUES (%(inv)s, %(org)s, 'invited@example.test', 'viewer', %(key_hash)s, 'seed',
+            now() + interval '7 days');
 """
 
 
@@ -104,6 +108,9 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "srt": new_id("srt"),
         "dlv3": new_id("dlv"),
         "rpl": new_id("rpl"),
+        "mem": new_id("mem"),
+        "ses": new_id("ses"),
+        "inv": new_id("inv"),
     }
     params: dict[str, object] = {
         **ids,

@@ -26,6 +26,7 @@ async def built_services(
             "secret_key": TEST_SECRET_KEY,
             "storage_url": f"file://{tmp_path / 'files'}",
             "allow_private_targets": True,
+            "password_hash_cost": "test_only",
             **overrides,
         }
     )

@@ -98,7 +98,7 @@ def test_production_settings__names_every_missing_variable_and_defaults_nothing(
     monkeypatch.setenv("POSTBAG_DATABASE_URL", "postgresql://db/postbag")
     with pytest.raises(ConfigError, match=r"^POSTBAG_SECRET_KEY is required$"):
         production_settings()
-    monkeypatch.setenv("POSTBAG_SECRET_KEY", "k" * 40)
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "test-secret-key-0123456789abcdef0123456789")
     settings = production_settings()
     assert settings.allow_private_targets is False
     monkeypatch.setenv("POSTBAG_ALLOW_PRIVATE_TARGETS", "true")
@@ -116,7 +116,7 @@ def test_development_settings__lists_each_default_it_applies(
     assert settings.allow_private_targets is True
     assert settings.require_secret_key() == (tmp_path / ".postbag" / "secret").read_bytes()
     assert notes == ["the secret key was generated into .postbag/secret"]
-    monkeypatch.setenv("POSTBAG_SECRET_KEY", "k" * 40)
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "test-secret-key-0123456789abcdef0123456789")
     _, with_key = development_settings(public_url="http://127.0.0.1:9000")
     assert with_key == []
     assert development_settings(public_url="http://127.0.0.1:9000")[0].public_url == (
@@ -139,3 +139,16 @@ def test_settings__behind_a_transaction_pooler_listen_and_migrate_use_the_direct
         settings.migration_url()
     monkeypatch.setenv("POSTBAG_DIRECT_DATABASE_URL", direct)
     assert (load_settings().listen_url(), load_settings().migration_url()) == (direct, direct)
+
+
+def test_production_settings__refuse_the_test_only_password_hash_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POSTBAG_DATABASE_URL", "postgresql://unused@127.0.0.1:1/unused")
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "test-secret-key-0123456789abcdef0123456789")
+    monkeypatch.setenv("POSTBAG_PASSWORD_HASH_COST", "test_only")
+    with pytest.raises(ConfigError, match="POSTBAG_PASSWORD_HASH_COST=test_only"):
+        production_settings()
+    assert load_settings().password_hash_cost == "test_only"
+    monkeypatch.delenv("POSTBAG_PASSWORD_HASH_COST")
+    assert production_settings().password_hash_cost == "standard"

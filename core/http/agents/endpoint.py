@@ -1,11 +1,13 @@
 """`/mcp` on the api app: the Bearer key first (401 without), then one stateless MCP exchange.
 
 Each request is served on its own: the key is checked like `/v1` checks it, the tools
-get an in-process `/v1` client sending the caller's own `Authorization` header (so they
-see the key's organization and nothing else), and a stateless, JSON-answering MCP
-transport runs for that request alone. Nothing lives between requests, so the endpoint
-works the same in the api function (one invocation per request) and in the runner.
-The MCP SDK is imported on the first `/mcp` request, not when the api app starts.
+get the key's role (each tool's permission is checked against it) and an in-process `/v1`
+client sending the caller's own `Authorization` header (so they see the key's
+organization and nothing else, and their `/v1` calls are audited as this request's), and
+a stateless, JSON-answering MCP transport runs for that request alone. Nothing lives
+between requests, so the endpoint works the same in the api function (one invocation per
+request) and in the runner. The MCP SDK is imported on the first `/mcp` request, not when
+the api app starts.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from core.http.access import calls_from, origin_of
 from core.http.client import ApiClient
-from core.http.v1.auth import scope_of_key
+from core.http.v1.auth import access_of_key
+from core.owner.roles import Actor
 from core.platform.services import Services
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 _client: ContextVar[ApiClient] = ContextVar("postbag_mcp_client")
+_actor: ContextVar[Actor] = ContextVar("postbag_mcp_actor")
 
 
 def _authorization(scope: Scope) -> str:
@@ -53,7 +58,7 @@ class McpEndpoint:
         if self._server is None:
             from core.http.agents.tools import build_server
 
-            self._server = build_server(_client.get)
+            self._server = build_server(_client.get, _actor.get)
             # The SDK logs its manager's start and stop at INFO: twice per request here.
             logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
         return self._server
@@ -61,7 +66,9 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = _authorization(scope)
         # Unauthenticated → 401; too many bad keys from this client → 429, as on `/v1`.
-        await scope_of_key(Request(scope), self._services, _bearer_key(authorization))
+        request = Request(scope)
+        access = await access_of_key(request, self._services, _bearer_key(authorization))
+        origin = origin_of(request, self._services, "mcp")
         from mcp.server.transport_security import TransportSecuritySettings
 
         server = self._mcp_server()
@@ -78,11 +85,14 @@ class McpEndpoint:
         # neither the api function nor the runner runs.
         manager = server.session_manager
         client = ApiClient.in_process(self._api_app, authorization)
-        token = _client.set(client)
+        token, acting = _client.set(client), _actor.set(access.actor)
         try:
-            async with manager.run():
-                await manager.handle_request(scope, receive, send)
+            # The tools' `/v1` calls are audited as this request's: via `mcp`, its client.
+            with calls_from(origin):
+                async with manager.run():
+                    await manager.handle_request(scope, receive, send)
         finally:
+            _actor.reset(acting)
             _client.reset(token)
             await client.aclose()
 

@@ -1,12 +1,14 @@
 """The MCP tools: each one is a single `/v1` call through `ApiClient` (docs/agents.md).
 
-The tools hold no rule of their own: the key decides the organization, `/v1` validates
+The tools hold no rule of their own but the permission each needs (the same as its `/v1`
+route's, checked before the call): the key decides the organization, `/v1` validates
 and refuses, and a refusal comes back as a tool error whose text starts with the
 problem `code` (`not_found: …`). Outputs are the `/v1` models, so each tool publishes the
 answer's JSON schema and returns it as structured content.
 """
 
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -26,6 +28,8 @@ from core.http.v1.shared import Page
 from core.http.v1.streams import StoredEvent, Stream
 from core.http.v1.submissions import SubmissionSummary
 from core.http.v1.usage import Usage
+from core.owner.roles import Actor, Permission, require
+from core.platform.errors import Forbidden
 from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from core.platform.vocabulary import (
@@ -43,6 +47,9 @@ INSTRUCTIONS = (
     "servers, delivered the same way. Submission values and event data are personal "
     "data: read them only when asked, and erase only on an explicit request."
 )
+
+# The `_meta` key of each tool naming the permission it needs (docs/teams.md).
+PERMISSION_META = "postbag/permission"
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -119,11 +126,39 @@ def export_page(form_id: str, text: str, limit: int) -> Export:
     return Export(form=form_id, rows=len(kept), csv=head + "".join(kept), next_after=last)
 
 
-def build_server(api: Callable[[], ApiClient]) -> MCPServer:
-    """The MCP server whose tools call `/v1` through the client `api()` returns."""
+def build_server(
+    api: Callable[[], ApiClient], actor: Callable[[], Actor] | None = None
+) -> MCPServer:
+    """The MCP server whose tools call `/v1` through the client `api()` returns, each
+    refused (`forbidden: …`) when the role of `actor()` lacks the tool's permission. Without
+    `actor` (`postbag mcp`, over the network) the `/v1` behind refuses with the same words."""
     server: MCPServer = MCPServer(
         "postbag", title="Postbag", version=__version__, instructions=INSTRUCTIONS
     )
+
+    def tool(
+        permission: Permission, annotations: ToolAnnotations
+    ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+        """Register a tool with the permission it needs (published in its `_meta`), checked
+        against the caller's role before the tool runs."""
+
+        def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+            @functools.wraps(fn)
+            async def checked(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    if actor is not None:
+                        require(actor(), permission)
+                except Forbidden as exc:
+                    raise ToolError(f"forbidden: {exc}") from exc
+                return await fn(*args, **kwargs)
+
+            meta = {PERMISSION_META: permission}
+            registered: Callable[..., Awaitable[Any]] = server.tool(
+                annotations=annotations, meta=meta
+            )(checked)
+            return registered
+
+        return register
 
     async def call(method: str, path: str, **kwargs: Any) -> Any:
         try:
@@ -131,19 +166,19 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         except ApiRefused as exc:
             raise ToolError(str(exc)) from exc
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_forms(cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Form]:
         """The organization's forms (oldest first), each with its submit URL."""
         return Page[Form].model_validate(
             await call("GET", "/forms", params={"cursor": cursor, "limit": limit})
         )
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def get_form(form_id: FormId) -> Form:
         """One form's settings, submit URL and HTML snippet."""
         return Form.model_validate(await call("GET", f"/forms/{form_id}"))
 
-    @server.tool(annotations=WRITE)
+    @tool("configure", WRITE)
     async def create_form(
         name: Annotated[str, Field(description="what the owner calls the form")],
         allowed_origins: Annotated[
@@ -173,7 +208,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         body = {k: v for k, v in given.items() if v is not None}
         return Form.model_validate(await call("POST", "/forms", body=body))
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_submissions(
         form_id: FormId | None = None,
         status: SubmissionStatus | None = None,
@@ -193,13 +228,13 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             await call("GET", "/submissions", params=params)
         )
 
-    @server.tool(annotations=READ)
+    @tool("read_values", READ)
     async def get_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """One submission: its values (unless erased or expired), files and delivery lines."""
         found: dict[str, Any] = await call("GET", f"/submissions/{submission_id}")
         return found
 
-    @server.tool(annotations=READ)
+    @tool("read_values", READ)
     async def export_submissions(
         form_id: FormId, after: SubmissionId | None = None, limit: ExportLimit = 20
     ) -> Export:
@@ -212,26 +247,26 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             raise ToolError(str(exc)) from exc
         return export_page(form_id, text, limit)
 
-    @server.tool(annotations=ERASE)
+    @tool("operate", ERASE)
     async def erase_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """Erase a submission's values and files now, for good; unsent deliveries are skipped."""
         erased: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/erase")
         return erased
 
-    @server.tool(annotations=WRITE)
+    @tool("operate", WRITE)
     async def release_submission(submission_id: SubmissionId) -> dict[str, Any]:
         """Deliver a quarantined or spam submission anyway: it becomes accepted and the form's
         live routes each deliver it once (a second release is refused: already_released)."""
         released: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/release")
         return released
 
-    @server.tool(annotations=WRITE)
+    @tool("operate", WRITE)
     async def mark_submission_spam(submission_id: SubmissionId) -> dict[str, Any]:
         """Mark a submission as spam: its deliveries not yet sent are skipped."""
         marked: dict[str, Any] = await call("POST", f"/submissions/{submission_id}/spam")
         return marked
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_deliveries(
         status: DeliveryStatus | None = None,
         destination_id: DestinationId | None = None,
@@ -249,19 +284,19 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         }
         return Page[Delivery].model_validate(await call("GET", "/deliveries", params=params))
 
-    @server.tool(annotations=READ)
+    @tool("read_values", READ)
     async def get_delivery(delivery_id: DeliveryId) -> dict[str, Any]:
         """One delivery with every attempt (outcome, status code, excerpt)."""
         found: dict[str, Any] = await call("GET", f"/deliveries/{delivery_id}")
         return found
 
-    @server.tool(annotations=WRITE)
+    @tool("operate", WRITE)
     async def retry_delivery(delivery_id: DeliveryId) -> dict[str, Any]:
         """Queue a failed, dead or skipped delivery again now (same id, same content)."""
         queued: dict[str, Any] = await call("POST", f"/deliveries/{delivery_id}/retry")
         return queued
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_destinations(
         cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
     ) -> Page[Destination]:
@@ -270,7 +305,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             await call("GET", "/destinations", params={"cursor": cursor, "limit": limit})
         )
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_events(
         after: Annotated[int, Field(ge=0, description="the last event id already seen")] = 0,
         limit: Limit = DEFAULT_LIMIT,
@@ -280,12 +315,12 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
             await call("GET", "/events", params={"after": after, "limit": limit})
         )
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def get_usage() -> Usage:
         """The plan, its limits and this month's usage."""
         return Usage.model_validate(await call("GET", "/usage"))
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_alerts(
         status: AlertStatus | None = None, cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
     ) -> Page[Alert]:
@@ -293,19 +328,19 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         params = {"status": status, "cursor": cursor, "limit": limit}
         return Page[Alert].model_validate(await call("GET", "/alerts", params=params))
 
-    @server.tool(annotations=WRITE)
+    @tool("operate", WRITE)
     async def acknowledge_alert(alert_id: AlertId) -> dict[str, Any]:
         """Acknowledge an alert; the next failure of its subject opens a new one."""
         acknowledged: dict[str, Any] = await call("POST", f"/alerts/{alert_id}/ack")
         return acknowledged
 
-    @server.tool(annotations=READ)
+    @tool("read", READ)
     async def list_streams(cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Stream]:
         """The organization's streams (oldest first)."""
         params = {"cursor": cursor, "limit": limit}
         return Page[Stream].model_validate(await call("GET", "/streams", params=params))
 
-    @server.tool(annotations=READ)
+    @tool("read_values", READ)
     async def list_stream_events(
         stream_id: StreamId,
         type: Annotated[str | None, Field(description="only events of this type")] = None,
@@ -318,7 +353,7 @@ def build_server(api: Callable[[], ApiClient]) -> MCPServer:
         path = f"/streams/{stream_id}/events"
         return Page[StoredEvent].model_validate(await call("GET", path, params=params))
 
-    @server.tool(annotations=WRITE)
+    @tool("operate", WRITE)
     async def send_event(
         stream_id: StreamId,
         type: Annotated[str, Field(description="the event's type, e.g. `order.paid`")],

@@ -13,8 +13,9 @@ from core.destinations import sample
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
+from core.http.access import AuditedRoute, audit_as
 from core.http.dashboard.destination_fields import destination_form, posted_config, posted_rate
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
 from core.outbox.wakeup import wake_deliveries
@@ -25,7 +26,7 @@ from core.platform.errors import invalid_input
 from core.platform.services import Services
 from core.submissions import records
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
 
 def _context(services: Services) -> ValidationContext:
@@ -106,14 +107,14 @@ async def _show_secret_once(
     return response
 
 
-@router.get("/destinations")
+@router.get("/destinations", dependencies=[page_needs("read")])
 async def destinations_list(
     request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     return await _destinations_page(request, services, session)
 
 
-@router.post("/destinations")
+@router.post("/destinations", dependencies=[page_needs("configure", "destination.created")])
 async def destination_create(
     request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
@@ -136,6 +137,7 @@ async def destination_create(
         created = await destinations.create_destination(
             conn, session.scope, fields=fields, ctx=_context(services)
         )
+    audit_as(request, subject=created.destination["id"])
     if created.generated_secret is not None:
         return await _show_secret_once(
             request, services, session, created.destination, created.generated_secret
@@ -143,7 +145,9 @@ async def destination_create(
     return see_other("/app/destinations")
 
 
-@router.post("/destinations/{destination_id}")
+@router.post(
+    "/destinations/{destination_id}", dependencies=[page_needs("configure", "destination.updated")]
+)
 async def destination_update(
     request: Request,
     services: ServicesDep,
@@ -179,6 +183,8 @@ async def destination_update(
             patch = destinations.DestinationPatch.model_validate(data)
         except ValidationError as exc:
             raise invalid_input(exc) from None
+        if patch.rotates_secret():
+            audit_as(request, action="destination.secret_rotated")
         row = await destinations.update_destination(
             conn, session.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
         )
@@ -197,7 +203,10 @@ async def destination_update(
     return see_other("/app/destinations")
 
 
-@router.post("/destinations/{destination_id}/test")
+@router.post(
+    "/destinations/{destination_id}/test",
+    dependencies=[page_needs("operate", "destination.tested")],
+)
 async def destination_test(
     request: Request,
     services: ServicesDep,
@@ -215,7 +224,7 @@ async def destination_test(
     )
 
 
-@router.get("/destinations/{destination_id}/delete")
+@router.get("/destinations/{destination_id}/delete", dependencies=[page_needs("configure")])
 async def destination_delete_confirm(
     request: Request, services: ServicesDep, session: SessionDep, destination_id: str
 ) -> Response:
@@ -233,7 +242,10 @@ async def destination_delete_confirm(
     )
 
 
-@router.post("/destinations/{destination_id}/delete")
+@router.post(
+    "/destinations/{destination_id}/delete",
+    dependencies=[page_needs("configure", "destination.deleted")],
+)
 async def destination_delete(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, destination_id: str
 ) -> Response:

@@ -15,8 +15,9 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from core.http.access import AuditedRoute, audit_as
 from core.http.dashboard import schemas
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
@@ -27,7 +28,7 @@ from core.platform.services import Services
 from core.platform.vocabulary import SchemaMode
 from core.spam.report import spam_report
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
 # The schema modes the select offers: exactly the API's.
 SCHEMA_MODES: tuple[str, ...] = get_args(SchemaMode)
@@ -158,7 +159,7 @@ def _changed_settings(posted: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in touched or k not in SETTING_INPUTS}
 
 
-@router.get("/forms")
+@router.get("/forms", dependencies=[page_needs("read")])
 async def forms_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     async with services.db.scoped(session.scope) as conn:
         found = await forms.list_forms(conn, session.scope, after=None, limit=500)
@@ -167,7 +168,7 @@ async def forms_list(request: Request, services: ServicesDep, session: SessionDe
     )
 
 
-@router.get("/forms/new")
+@router.get("/forms/new", dependencies=[page_needs("configure")])
 async def form_new(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     return await page(
         request,
@@ -182,8 +183,10 @@ async def form_new(request: Request, services: ServicesDep, session: SessionDep)
     )
 
 
-@router.post("/forms")
-async def form_create(services: ServicesDep, session: SessionDep, posted: CheckedForm) -> Response:
+@router.post("/forms", dependencies=[page_needs("configure", "form.created")])
+async def form_create(
+    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
+) -> Response:
     try:
         fields = FormFields.model_validate(_form_settings(posted))
     except ValidationError as exc:
@@ -195,10 +198,11 @@ async def form_create(services: ServicesDep, session: SessionDep, posted: Checke
             fields=fields,
             allow_http_redirect=services.settings.allow_private_targets,
         )
+    audit_as(request, subject=row["id"])
     return see_other(f"/app/forms/{row['id']}")
 
 
-@router.get("/forms/{form_id}")
+@router.get("/forms/{form_id}", dependencies=[page_needs("read")])
 async def form_detail(
     request: Request, services: ServicesDep, session: SessionDep, now: NowDep, form_id: str
 ) -> Response:
@@ -238,7 +242,7 @@ async def form_detail(
     )
 
 
-@router.post("/forms/{form_id}")
+@router.post("/forms/{form_id}", dependencies=[page_needs("configure", "form.updated")])
 async def form_update(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
@@ -249,7 +253,7 @@ async def form_update(
     return await _patch_form(services, session, form_id, patch)
 
 
-@router.post("/forms/{form_id}/accepting")
+@router.post("/forms/{form_id}/accepting", dependencies=[page_needs("configure", "form.updated")])
 async def form_accepting(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
@@ -272,9 +276,9 @@ async def _patch_form(
     return see_other(f"/app/forms/{form_id}")
 
 
-@router.post("/forms/{form_id}/routes")
+@router.post("/forms/{form_id}/routes", dependencies=[page_needs("configure", "route.created")])
 async def route_create(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
+    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
 ) -> Response:
     mode = str(posted.get("mode") or "immediate")
     data: dict[str, Any] = {"destination_id": str(posted.get("destination_id") or ""), "mode": mode}
@@ -285,11 +289,15 @@ async def route_create(
     except ValidationError as exc:
         raise invalid_input(exc) from None
     async with services.db.scoped(session.scope) as conn:
-        await routes.create_route(conn, session.scope, form_id=form_id, fields=fields)
+        made = await routes.create_route(conn, session.scope, form_id=form_id, fields=fields)
+    audit_as(request, subject=made["id"])
     return see_other(f"/app/forms/{form_id}")
 
 
-@router.post("/forms/{form_id}/routes/{route_id}/delete")
+@router.post(
+    "/forms/{form_id}/routes/{route_id}/delete",
+    dependencies=[page_needs("configure", "route.deleted")],
+)
 async def route_delete(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
 ) -> Response:

@@ -7,21 +7,23 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from core.http.dashboard.pages import SessionDep
+from core.http.access import AuditedRoute
+from core.http.dashboard.pages import SessionDep, page_needs
 from core.http.dashboard.shared import page, summary_line, troubled
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_export
 from core.owner import forms
+from core.owner.roles import require
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.platform.pagination import decode_time_cursor, encode_time_cursor
 from core.submissions import records
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 PAGE_SIZE = 50
 
 
-@router.get("")
+@router.get("", dependencies=[page_needs("read")])
 async def inbox(
     request: Request,
     services: ServicesDep,
@@ -37,6 +39,8 @@ async def inbox(
     q = (q or "").strip() or None
     if wanted not in (None, "accepted", "spam", "quarantined", "test"):
         raise InvalidInput("unknown status", [{"field": "status", "message": "unknown"}])
+    if q is not None:
+        require(session.actor, "read_values")  # the words found are the values
     if q is not None and len(q) > records.SEARCH_CHARS:
         raise InvalidInput(
             "search text too long",
@@ -86,7 +90,9 @@ async def inbox(
     )
 
 
-@router.get("/export.csv")
+@router.get(
+    "/export.csv", dependencies=[page_needs("read_values", "export.downloaded", subject="form")]
+)
 async def inbox_export(services: ServicesDep, session: SessionDep, form: str) -> StreamingResponse:
     """The selected form's submissions as CSV: the API's export, for the signed-in owner."""
     return await submissions_export(session.scope, services, utcnow(), form)

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.params import Depends as DependsParam
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from core.http.access import Access, Rule, declare, origin_of
 from core.http.deps import ServicesDep
 from core.owner.dashboard_sessions import DashboardSession, load_session
+from core.owner.roles import Permission, may
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -27,6 +30,7 @@ NAV = [
     ("/app/streams", "Streams"),
     ("/app/alerts", "Alerts"),
     ("/app/events", "Events"),
+    ("/app/audit", "Audit"),
 ]
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -64,6 +68,19 @@ async def current_session(request: Request, services: ServicesDep) -> DashboardS
 SessionDep = Annotated[DashboardSession, Depends(current_session)]
 
 
+async def current_access(request: Request, services: ServicesDep, session: SessionDep) -> Access:
+    """Who a page acts for: the session's organization and actor."""
+    return Access(session.scope, session.actor, origin_of(request, services, "dashboard"))
+
+
+def page_needs(
+    permission: Permission, action: str | None = None, *, subject: str | None = None
+) -> DependsParam:
+    """A page's rule: the permission the session's role needs, and the audit action it
+    records on success (see `core.http.access.Rule`)."""
+    return declare(Rule(permission, action, subject), current_access)
+
+
 async def checked_form(request: Request, session: SessionDep) -> FormData:
     """The posted form, once its CSRF token matches the session's."""
     form = await request.form()
@@ -85,13 +102,15 @@ def render(
     **context: Any,
 ) -> HTMLResponse:
     """Render a page in the dashboard layout."""
-    session = getattr(request.state, "session", None)
+    session: DashboardSession | None = getattr(request.state, "session", None)
     return templates.TemplateResponse(
         request,
         template,
         {
             "title": title,
             "session": session,
+            # What the member's role may do: a template shows and enables only that.
+            "can": (lambda permission: may(session.role, permission)) if session else None,
             "nav": NAV,
             "active": context.pop("active", None),
             "open_alerts": context.pop("open_alerts", 0),

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep
+from core.http.access import AuditedRoute, audit_as
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.outbox import replays
@@ -20,7 +21,7 @@ from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # The window the page offers first: what failed in the last week.
 DEFAULT_DAYS = 7
 
@@ -68,7 +69,7 @@ async def _replay_page(
     )
 
 
-@router.get("/destinations/{destination_id}/replay")
+@router.get("/destinations/{destination_id}/replay", dependencies=[page_needs("operate")])
 async def replay_form(
     request: Request,
     services: ServicesDep,
@@ -93,7 +94,7 @@ async def replay_form(
     )
 
 
-@router.post("/destinations/{destination_id}/replay")
+@router.post("/destinations/{destination_id}/replay", dependencies=[page_needs("operate")])
 async def replay_count_or_start(
     request: Request,
     services: ServicesDep,
@@ -107,6 +108,7 @@ async def replay_count_or_start(
     if posted.get("action") == "confirm":
         async with services.db.scoped(session.scope) as conn:
             started = await replays.start_replay(conn, session.scope, asked, now=utcnow())
+        audit_as(request, action="replay.started", subject=started["id"])
         if started["total"]:
             await wake_deliveries(services)
         return await _replay_page(

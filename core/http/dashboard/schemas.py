@@ -10,13 +10,14 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.access import AuditedRoute
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.deps import ServicesDep
 from core.owner import form_schemas
 from core.platform.db import Conn
 from core.platform.scope import OrgScope
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
 # The form page shows this many of the latest versions; the API lists them all.
 SHOWN_VERSIONS = 20
@@ -42,7 +43,10 @@ async def schema_section(
     }
 
 
-@router.post("/forms/{form_id}/schemas/{version}/adopt")
+@router.post(
+    "/forms/{form_id}/schemas/{version}/adopt",
+    dependencies=[page_needs("configure", "schema.adopted", subject="form_id")],
+)
 async def schema_adopt(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, version: int
 ) -> Response:

@@ -9,15 +9,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.dashboard.pages import CheckedForm, SessionDep, see_other
+from core.http.access import AuditedRoute, audit_as
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
+from core.owner.roles import may
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.streams import events, streams
 from core.streams.streams import NewIngestKey, StreamFields
 
-router = APIRouter(prefix="/app", include_in_schema=False)
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
 
 async def _key_shown_once(
@@ -35,7 +37,7 @@ async def _key_shown_once(
     )
 
 
-@router.get("/streams")
+@router.get("/streams", dependencies=[page_needs("read")])
 async def streams_list(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     async with services.db.scoped(session.scope) as conn:
         found = await streams.list_streams(conn, session.scope, after=None, limit=200)
@@ -50,17 +52,18 @@ async def streams_list(request: Request, services: ServicesDep, session: Session
     )
 
 
-@router.post("/streams")
+@router.post("/streams", dependencies=[page_needs("configure", "stream.created")])
 async def stream_create(
     request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
 ) -> Response:
     fields = StreamFields(name=str(posted.get("name") or "Stream")[:200] or "Stream")
     async with services.db.scoped(session.scope) as conn:
-        _row, key = await streams.create_stream(conn, session.scope, fields=fields)
+        row, key = await streams.create_stream(conn, session.scope, fields=fields)
+    audit_as(request, subject=row["id"])
     return await _key_shown_once(request, services, session, key)
 
 
-@router.get("/streams/{stream_id}")
+@router.get("/streams/{stream_id}", dependencies=[page_needs("read")])
 async def stream_page(
     request: Request, services: ServicesDep, session: SessionDep, stream_id: str
 ) -> Response:
@@ -85,7 +88,9 @@ async def stream_page(
     )
 
 
-@router.post("/streams/{stream_id}/keys")
+@router.post(
+    "/streams/{stream_id}/keys", dependencies=[page_needs("configure", "ingest_key.created")]
+)
 async def key_create(
     request: Request,
     services: ServicesDep,
@@ -96,10 +101,14 @@ async def key_create(
     name = str(posted.get("name") or "ingest").strip()[:200] or "ingest"
     async with services.db.scoped(session.scope) as conn:
         key = await streams.create_ingest_key(conn, session.scope, stream_id=stream_id, name=name)
+    audit_as(request, subject=key.row["id"])
     return await _key_shown_once(request, services, session, key)
 
 
-@router.post("/streams/{stream_id}/keys/{key_id}/revoke")
+@router.post(
+    "/streams/{stream_id}/keys/{key_id}/revoke",
+    dependencies=[page_needs("configure", "ingest_key.revoked")],
+)
 async def key_revoke(
     services: ServicesDep, session: SessionDep, _posted: CheckedForm, stream_id: str, key_id: str
 ) -> Response:
@@ -119,7 +128,10 @@ def _line(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@router.get("/streams/{stream_id}/events/{event_id}")
+@router.get(
+    "/streams/{stream_id}/events/{event_id}",
+    dependencies=[page_needs("read")],
+)
 async def event_page(
     request: Request, services: ServicesDep, session: SessionDep, stream_id: str, event_id: str
 ) -> Response:
@@ -128,7 +140,10 @@ async def event_page(
         event, lines = await events.get_event(
             conn, session.scope, stream_id=stream_id, event_id=event_id
         )
-    kept = event["data"]
+    kept = None
+    if may(session.role, "read_values"):
+        kept = event["data"]
+        audit_as(request, action="stream_event.read")
     data = None if kept is None else json.dumps(kept, indent=2, ensure_ascii=False)
     return await page(
         request,
@@ -144,7 +159,10 @@ async def event_page(
     )
 
 
-@router.post("/streams/{stream_id}/events/{event_id}/erase")
+@router.post(
+    "/streams/{stream_id}/events/{event_id}/erase",
+    dependencies=[page_needs("operate", "stream_event.erased")],
+)
 async def event_erase(
     services: ServicesDep, session: SessionDep, posted: CheckedForm, stream_id: str, event_id: str
 ) -> Response:

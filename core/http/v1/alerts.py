@@ -8,14 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.owner import alerts
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.platform.vocabulary import AlertKind, AlertStatus
 
-router = APIRouter(tags=["alerts"], responses=problems(401, 503))
+router = APIRouter(tags=["alerts"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Alert(BaseModel):
@@ -41,7 +42,7 @@ class Alert(BaseModel):
     subject_name: str | None = Field(description="the destination's (or form's) name")
 
 
-@router.get("/alerts", responses=problems(422))
+@router.get("/alerts", dependencies=[needs("read")], responses=problems(422))
 async def list_alerts(
     scope: ScopeDep,
     services: ServicesDep,
@@ -62,7 +63,11 @@ async def list_alerts(
     )
 
 
-@router.post("/alerts/{alert_id}/ack", responses=problems(404, 422))
+@router.post(
+    "/alerts/{alert_id}/ack",
+    dependencies=[needs("operate", "alert.acknowledged")],
+    responses=problems(404, 422),
+)
 async def acknowledge_alert(
     alert_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:

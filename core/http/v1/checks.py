@@ -24,6 +24,7 @@ PATH_IDS = {
     "ingest_key_id": "sky",
     "stream_route_id": "srt",
     "event_id": "evt",
+    "member_id": "mem",
 }
 QUERY_IDS = {"form": "frm", "destination": "dst", "route": "rte", "submission": "sub"}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

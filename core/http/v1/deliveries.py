@@ -12,8 +12,9 @@ from pydantic import BaseModel, Field
 
 from core.destinations import sample
 from core.destinations.http import shared_client
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.outbox import deliveries, replays
 from core.outbox.replays import ReplayFilter
@@ -23,7 +24,7 @@ from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.platform.vocabulary import DeliveryKind, DeliveryStatus
 
-router = APIRouter(tags=["deliveries"], responses=problems(401, 503))
+router = APIRouter(tags=["deliveries"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Delivery(BaseModel):
@@ -43,7 +44,7 @@ class Delivery(BaseModel):
     sent_at: datetime | None
 
 
-@router.get("/deliveries", responses=problems(422))
+@router.get("/deliveries", dependencies=[needs("read")], responses=problems(422))
 async def list_deliveries(
     scope: ScopeDep,
     services: ServicesDep,
@@ -74,14 +75,20 @@ async def list_deliveries(
     )
 
 
-@router.get("/deliveries/{delivery_id}", responses=problems(404, 422))
+@router.get(
+    "/deliveries/{delivery_id}", dependencies=[needs("read_values")], responses=problems(404, 422)
+)
 async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep) -> dict[str, Any]:
     """One delivery with its attempts."""
     async with services.db.scoped(scope) as conn:
         return await deliveries.get_delivery(conn, scope, delivery_id)
 
 
-@router.post("/deliveries/{delivery_id}/retry", responses=problems(404, 409, 422))
+@router.post(
+    "/deliveries/{delivery_id}/retry",
+    dependencies=[needs("operate", "delivery.retried")],
+    responses=problems(404, 409, 422),
+)
 async def retry_delivery(
     delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -116,6 +123,7 @@ class ReplayCount(BaseModel):
 
 @router.post(
     "/deliveries/replay",
+    dependencies=[needs("operate", "replay.started", status=202)],
     status_code=202,
     response_model=Replay,
     responses={
@@ -138,7 +146,7 @@ async def replay_deliveries(
     return started
 
 
-@router.get("/replays/{replay_id}", responses=problems(404, 422))
+@router.get("/replays/{replay_id}", dependencies=[needs("read")], responses=problems(404, 422))
 async def get_replay(
     replay_id: Annotated[str, Path(pattern=id_pattern("rpl"))],
     scope: ScopeDep,
@@ -150,7 +158,10 @@ async def get_replay(
 
 
 @router.post(
-    "/destinations/{destination_id}/test", tags=["destinations"], responses=problems(404, 422)
+    "/destinations/{destination_id}/test",
+    dependencies=[needs("operate", "destination.tested")],
+    tags=["destinations"],
+    responses=problems(404, 422),
 )
 async def test_destination(
     destination_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep

@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from core.destinations.base import ValidationContext
+from core.http.access import AuditedRoute, audit_as
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.outbox import replays
 from core.outbox.replays import ReplayFilter
@@ -24,12 +25,13 @@ from core.owner.destinations import (
     PauseAfter,
 )
 from core.owner.health import health_reading
+from core.owner.roles import may
 from core.platform.db import Conn
 from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.vocabulary import HealthReading, PausedReason
 
-router = APIRouter(tags=["destinations"], responses=problems(401, 503))
+router = APIRouter(tags=["destinations"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class RateLimitRead(BaseModel):
@@ -111,12 +113,13 @@ class CreatedDestination(Destination):
     )
 
 
-def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(row: Mapping[str, Any], *, targets: bool = True) -> dict[str, Any]:
+    """A destination as answered; without `targets` (a viewer), its config is `{}`."""
     return {
         "id": row["id"],
         "type": row["type"],
         "name": row["name"],
-        "config": row["config"],
+        "config": row["config"] if targets else {},
         "enabled": row["enabled"],
         "paused_reason": row["paused_reason"],
         "paused_at": row["paused_at"],
@@ -144,7 +147,12 @@ def _context(services: Services) -> ValidationContext:
     return ValidationContext(allow_private_targets=services.settings.allow_private_targets)
 
 
-@router.post("/destinations", status_code=201, responses=problems(402, 422))
+@router.post(
+    "/destinations",
+    dependencies=[needs("configure", "destination.created")],
+    status_code=201,
+    responses=problems(402, 422),
+)
 async def create_destination(
     body: DestinationFields, scope: ScopeDep, services: ServicesDep
 ) -> CreatedDestination:
@@ -156,27 +164,33 @@ async def create_destination(
     return CreatedDestination(**_fields(created.destination), secret=created.generated_secret)
 
 
-@router.get("/destinations", responses=problems(422))
+@router.get("/destinations", dependencies=[needs("read")], responses=problems(422))
 async def list_destinations(
-    scope: ScopeDep, services: ServicesDep, page: PageDep
+    access: AccessDep, services: ServicesDep, page: PageDep
 ) -> Page[Destination]:
-    """The organization's destinations, oldest first."""
-    async with services.db.scoped(scope) as conn:
+    """The organization's destinations, oldest first (a viewer reads each `config` as
+    `{}`: targets are for the operator role and above)."""
+    async with services.db.scoped(access.scope) as conn:
         rows = await destinations.list_destinations(
-            conn, scope, after=page.after_id(), limit=page.limit + 1
+            conn, access.scope, after=page.after_id(), limit=page.limit + 1
         )
     data, cursor = page.page(rows, "id")
-    return Page[Destination](data=[Destination(**_fields(row)) for row in data], next_cursor=cursor)
+    targets = may(access.actor.role, "read_values")
+    return Page[Destination](
+        data=[Destination(**_fields(row, targets=targets)) for row in data], next_cursor=cursor
+    )
 
 
-@router.get("/destinations/{destination_id}", responses=problems(404, 422))
+@router.get(
+    "/destinations/{destination_id}", dependencies=[needs("read")], responses=problems(404, 422)
+)
 async def get_destination(
-    destination_id: str, scope: ScopeDep, services: ServicesDep
+    destination_id: str, access: AccessDep, services: ServicesDep
 ) -> Destination:
-    """One destination."""
-    async with services.db.scoped(scope) as conn:
-        row = await destinations.get_destination(conn, scope, destination_id=destination_id)
-    return Destination(**_fields(row))
+    """One destination (a viewer reads its `config` as `{}`)."""
+    async with services.db.scoped(access.scope) as conn:
+        row = await destinations.get_destination(conn, access.scope, destination_id=destination_id)
+    return Destination(**_fields(row, targets=may(access.actor.role, "read_values")))
 
 
 async def replay_offer(
@@ -199,13 +213,24 @@ async def replay_offer(
     )
 
 
-@router.patch("/destinations/{destination_id}", responses=problems(404, 422))
+@router.patch(
+    "/destinations/{destination_id}",
+    dependencies=[needs("configure", "destination.updated")],
+    responses=problems(404, 422),
+)
 async def update_destination(
-    destination_id: str, body: DestinationPatch, scope: ScopeDep, services: ServicesDep, now: NowDep
+    destination_id: str,
+    body: DestinationPatch,
+    scope: ScopeDep,
+    services: ServicesDep,
+    request: Request,
+    now: NowDep,
 ) -> UpdatedDestination:
     """Change some fields; a new `secret` becomes the next secret version (rotation).
     `enabled: true` resumes a paused destination: what waited for it is sent, and `replay`
     counts what went dead or was skipped meanwhile (nothing is queued until you ask)."""
+    if body.rotates_secret():
+        audit_as(request, action="destination.secret_rotated")
     async with services.db.scoped(scope) as conn:
         row = await destinations.update_destination(
             conn, scope, destination_id=destination_id, patch=body, ctx=_context(services)
@@ -218,6 +243,7 @@ async def update_destination(
 
 @router.delete(
     "/destinations/{destination_id}",
+    dependencies=[needs("configure", "destination.deleted")],
     status_code=204,
     response_class=Response,
     responses=problems(404, 422),

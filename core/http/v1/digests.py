@@ -8,12 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.ticks import digests
 
-router = APIRouter(tags=["digests"], responses=problems(401, 503))
+router = APIRouter(tags=["digests"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Digest(BaseModel):
@@ -30,7 +31,7 @@ class Digest(BaseModel):
     created_at: datetime
 
 
-@router.get("/digests", responses=problems(422))
+@router.get("/digests", dependencies=[needs("read")], responses=problems(422))
 async def list_digests(
     scope: ScopeDep,
     services: ServicesDep,

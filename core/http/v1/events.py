@@ -8,14 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.owner.events import list_events
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
-router = APIRouter(tags=["events"], responses=problems(401, 503))
+router = APIRouter(tags=["events"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Event(BaseModel):
@@ -42,7 +43,7 @@ def _start(cursor: str | None, after: int | None) -> int:
     return position[0]
 
 
-@router.get("/events", responses=problems(422))
+@router.get("/events", dependencies=[needs("read")], responses=problems(422))
 async def events_list(
     scope: ScopeDep,
     services: ServicesDep,

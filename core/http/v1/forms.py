@@ -9,8 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import forms
 from core.owner.form_settings import (
@@ -25,7 +26,7 @@ from core.platform.settings import Settings
 from core.platform.vocabulary import SchemaMode
 from core.spam.settings import SpamSettings
 
-router = APIRouter(tags=["forms"], responses=problems(401, 503))
+router = APIRouter(tags=["forms"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class SpamChecks(BaseModel):
@@ -77,7 +78,12 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
     )
 
 
-@router.post("/forms", status_code=201, responses=problems(402, 422))
+@router.post(
+    "/forms",
+    dependencies=[needs("configure", "form.created")],
+    status_code=201,
+    responses=problems(402, 422),
+)
 async def create_form(body: FormFields, scope: ScopeDep, services: ServicesDep) -> Form:
     """Create a form (refused with `402 plan_limit` past the plan's form count)."""
     async with services.db.scoped(scope) as conn:
@@ -87,7 +93,7 @@ async def create_form(body: FormFields, scope: ScopeDep, services: ServicesDep) 
     return _form(row, services.settings)
 
 
-@router.get("/forms", responses=problems(422))
+@router.get("/forms", dependencies=[needs("read")], responses=problems(422))
 async def list_forms(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Form]:
     """The organization's forms, oldest first."""
     async with services.db.scoped(scope) as conn:
@@ -96,7 +102,7 @@ async def list_forms(scope: ScopeDep, services: ServicesDep, page: PageDep) -> P
     return Page[Form](data=[_form(row, services.settings) for row in data], next_cursor=cursor)
 
 
-@router.get("/forms/{form_id}", responses=problems(404, 422))
+@router.get("/forms/{form_id}", dependencies=[needs("read")], responses=problems(404, 422))
 async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form:
     """One form."""
     async with services.db.scoped(scope) as conn:
@@ -104,7 +110,11 @@ async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form
     return _form(row, services.settings)
 
 
-@router.patch("/forms/{form_id}", responses=problems(404, 422))
+@router.patch(
+    "/forms/{form_id}",
+    dependencies=[needs("configure", "form.updated")],
+    responses=problems(404, 422),
+)
 async def update_form(
     form_id: str, body: FormPatch, scope: ScopeDep, services: ServicesDep
 ) -> Form:
@@ -121,7 +131,11 @@ async def update_form(
 
 
 @router.delete(
-    "/forms/{form_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+    "/forms/{form_id}",
+    dependencies=[needs("configure", "form.deleted")],
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
 )
 async def delete_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> None:
     """Delete a form and its routes; its address answers `404` from now on."""

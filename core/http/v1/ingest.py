@@ -15,10 +15,12 @@ from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 
+from core.http.access import AuditedRoute, Rule, declare
 from core.http.deps import throttled_client
-from core.http.v1.auth import scope_of_key
+from core.http.v1.auth import access_of_key
 from core.http.v1.shared import problems
 from core.outbox.wakeup import wake_deliveries
+from core.owner.roles import require
 from core.owner.throttle import bad_api_key
 from core.platform.clock import utcnow
 from core.platform.errors import (
@@ -46,7 +48,9 @@ from core.streams.ingest import (
 )
 from core.streams.streams import INGEST_KEY_PREFIX
 
-router = APIRouter(tags=["streams"], responses=problems(401, 403, 404, 503))
+router = APIRouter(
+    tags=["streams"], responses=problems(401, 403, 404, 503), route_class=AuditedRoute
+)
 
 
 def _bearer_key(request: Request) -> str | None:
@@ -56,15 +60,28 @@ def _bearer_key(request: Request) -> str | None:
     return key if scheme.lower() == "bearer" and key else None
 
 
+async def _checked_in_route() -> None:
+    """Ingest checks its caller itself (`ingest_caller`), off FastAPI's dependencies."""
+    return None
+
+
+# Posting events with an API key is an operator's work; an ingest key may only do this.
+INGESTS = declare(Rule("operate"), _checked_in_route)
+
+
 async def ingest_caller(request: Request) -> tuple[Caller, str]:
-    """Who posts, and to which stream: an API key's organization (checked here), or an
-    ingest key, checked by the ingest with the stream's settings (see `_ingest`)."""
+    """Who posts, and to which stream: an API key's organization, its role held to
+    `INGESTS`'s rule here, or an ingest key, checked by the ingest with the stream's
+    settings (see `_ingest`)."""
     stream_id: str = request.path_params["stream_id"]
     key = _bearer_key(request)
     if key is not None and key.startswith(INGEST_KEY_PREFIX) and len(key) <= 200:
         caller = Caller(ingest_key=key)
     else:
-        caller = Caller(scope=await scope_of_key(request, _services(request), key))
+        access = await access_of_key(request, _services(request), key)
+        require(access.actor, "operate")
+        request.state.access = access
+        caller = Caller(scope=access.scope)
     if not is_id(stream_id, "str"):
         raise NotFound("no such object: stream_id is not a str_… id")
     return caller, stream_id
@@ -167,6 +184,7 @@ def _documented(model: type[BaseModel], *parameters: dict[str, Any]) -> dict[str
     response_model=EventAnswer,
     responses=problems(402, 409, 422),
     openapi_extra=_documented(EventIn, _STREAM_ID, _IDEMPOTENCY_KEY),
+    dependencies=[INGESTS],
 )
 async def post_event(request: Request) -> Any:
     """Post one event (at most 64 KiB): `202` with its receipt; a repeat of a stored id
@@ -208,6 +226,7 @@ def _events_of(raw: bytes) -> list[Any]:
     response_model=BatchAnswer,
     responses=problems(402, 422),
     openapi_extra=_documented(BatchIn, _STREAM_ID),
+    dependencies=[INGESTS],
 )
 async def post_batch(request: Request) -> Any:
     """Post up to 500 events (at most 1 MiB) in one transaction: one result per event,

@@ -1,4 +1,5 @@
-"""`/v1/keys`: API keys, shown once at creation, listed by prefix and name, revoked at once."""
+"""`/v1/keys`: API keys with roles, shown once at creation, listed by prefix and name, revoked
+at once."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import organizations
+from core.platform.vocabulary import Role
 
-router = APIRouter(tags=["keys"], responses=problems(401, 503))
+router = APIRouter(tags=["keys"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class KeyFields(BaseModel):
@@ -22,6 +25,10 @@ class KeyFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    role: Role = Field(
+        default="admin",
+        description="what the key may do (docs/teams.md); at most the creating key's own role",
+    )
 
 
 class Key(BaseModel):
@@ -30,6 +37,7 @@ class Key(BaseModel):
     id: str
     name: str
     prefix: str
+    role: Role
     created_at: datetime
     last_used_at: datetime | None = None
 
@@ -40,17 +48,31 @@ class CreatedKey(Key):
     key: str
 
 
-@router.post("/keys", status_code=201, responses=problems(402, 422))
-async def create_key(body: KeyFields, scope: ScopeDep, services: ServicesDep) -> CreatedKey:
-    """Create an API key for the organization; store `key` now, it is never shown again."""
+@router.post(
+    "/keys",
+    dependencies=[needs("configure", "key.created")],
+    status_code=201,
+    responses=problems(402, 422),
+)
+async def create_key(body: KeyFields, access: AccessDep, services: ServicesDep) -> CreatedKey:
+    """Create an API key with a role for the organization (`403 forbidden` above the
+    caller's own role); store `key` now, it is never shown again."""
+    scope = access.scope
     async with services.db.scoped(scope) as conn:
-        new = await organizations.create_api_key(conn, scope, name=body.name)
+        new = await organizations.create_api_key(
+            conn, scope, name=body.name, role=body.role, by=access.actor
+        )
     return CreatedKey(
-        id=new.id, name=new.name, prefix=new.prefix, created_at=new.created_at, key=new.secret
+        id=new.id,
+        name=new.name,
+        prefix=new.prefix,
+        role=new.role,
+        created_at=new.created_at,
+        key=new.secret,
     )
 
 
-@router.get("/keys", responses=problems(422))
+@router.get("/keys", dependencies=[needs("configure")], responses=problems(422))
 async def list_keys(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Key]:
     """The organization's live keys (prefix and name only)."""
     async with services.db.scoped(scope) as conn:
@@ -62,9 +84,14 @@ async def list_keys(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Pa
 
 
 @router.delete(
-    "/keys/{key_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+    "/keys/{key_id}",
+    dependencies=[needs("configure", "key.revoked")],
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
 )
-async def revoke_key(key_id: str, scope: ScopeDep, services: ServicesDep) -> None:
-    """Revoke a key at once: its next request is `401` (a key may revoke itself)."""
-    async with services.db.scoped(scope) as conn:
-        await organizations.revoke_api_key(conn, scope, key_id=key_id)
+async def revoke_key(key_id: str, access: AccessDep, services: ServicesDep) -> None:
+    """Revoke a key at once: its next request is `401` (a key may revoke itself, not a key
+    above its own role)."""
+    async with services.db.scoped(access.scope) as conn:
+        await organizations.revoke_api_key(conn, access.scope, key_id=key_id, by=access.actor)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
 from core.owner import notifications
 from core.owner.notifications import NotifySettings
 
-router = APIRouter(tags=["organization"], responses=problems(401, 503))
+router = APIRouter(
+    tags=["organization"], responses=problems(401, 403, 503), route_class=AuditedRoute
+)
 
 
 class Organization(BaseModel):
@@ -26,7 +29,7 @@ class Organization(BaseModel):
     )
 
 
-@router.get("/organization")
+@router.get("/organization", dependencies=[needs("read")])
 async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organization:
     """The organization's settings."""
     async with services.db.scoped(scope) as conn:
@@ -34,7 +37,11 @@ async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organizati
     return Organization(id=scope.organization_id, notify=notify)
 
 
-@router.patch("/organization", responses=problems(422))
+@router.patch(
+    "/organization",
+    dependencies=[needs("configure", "organization.updated")],
+    responses=problems(422),
+)
 async def update_organization(
     body: NotifySettings, scope: ScopeDep, services: ServicesDep
 ) -> Organization:

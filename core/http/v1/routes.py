@@ -8,14 +8,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
+from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import routes
 from core.owner.routes import RouteFields, RoutePatch, Template
 from core.platform.vocabulary import DigestPeriod, RouteMode, SubmissionStatus
 
-router = APIRouter(tags=["routes"], responses=problems(401, 503))
+router = APIRouter(tags=["routes"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Route(BaseModel):
@@ -37,7 +38,12 @@ def _route(row: dict[str, Any]) -> Route:
     return Route.model_validate({name: row[name] for name in Route.model_fields})
 
 
-@router.post("/forms/{form_id}/routes", status_code=201, responses=problems(404, 409, 422))
+@router.post(
+    "/forms/{form_id}/routes",
+    dependencies=[needs("configure", "route.created")],
+    status_code=201,
+    responses=problems(404, 409, 422),
+)
 async def create_route(
     form_id: str, body: RouteFields, scope: ScopeDep, services: ServicesDep
 ) -> Route:
@@ -47,7 +53,7 @@ async def create_route(
     return _route(row)
 
 
-@router.get("/forms/{form_id}/routes", responses=problems(404, 422))
+@router.get("/forms/{form_id}/routes", dependencies=[needs("read")], responses=problems(404, 422))
 async def list_routes(
     form_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
 ) -> Page[Route]:
@@ -60,7 +66,11 @@ async def list_routes(
     return Page[Route](data=[_route(row) for row in data], next_cursor=cursor)
 
 
-@router.patch("/routes/{route_id}", responses=problems(404, 422))
+@router.patch(
+    "/routes/{route_id}",
+    dependencies=[needs("configure", "route.updated")],
+    responses=problems(404, 422),
+)
 async def update_route(
     route_id: str, body: RoutePatch, scope: ScopeDep, services: ServicesDep
 ) -> Route:
@@ -71,7 +81,11 @@ async def update_route(
 
 
 @router.delete(
-    "/routes/{route_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+    "/routes/{route_id}",
+    dependencies=[needs("configure", "route.deleted")],
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
 )
 async def delete_route(route_id: str, scope: ScopeDep, services: ServicesDep) -> None:
     """Delete a route; deliveries already queued through it are kept."""

@@ -9,14 +9,15 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import form_schemas as schemas
 from core.owner.form_schemas import SchemaFields
 from core.platform.vocabulary import SchemaSource
 
-router = APIRouter(tags=["schemas"], responses=problems(401, 503))
+router = APIRouter(tags=["schemas"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class FormSchema(BaseModel):
@@ -41,7 +42,7 @@ def _schema(row: dict[str, Any]) -> FormSchema:
     )
 
 
-@router.get("/forms/{form_id}/schemas", responses=problems(404, 422))
+@router.get("/forms/{form_id}/schemas", dependencies=[needs("read")], responses=problems(404, 422))
 async def list_schemas(
     form_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
 ) -> Page[FormSchema]:
@@ -54,7 +55,12 @@ async def list_schemas(
     return Page[FormSchema](data=[_schema(row) for row in data], next_cursor=cursor)
 
 
-@router.post("/forms/{form_id}/schemas", status_code=201, responses=problems(402, 404, 422))
+@router.post(
+    "/forms/{form_id}/schemas",
+    dependencies=[needs("configure", "schema.added", subject="form_id")],
+    status_code=201,
+    responses=problems(402, 404, 422),
+)
 async def add_schema(
     form_id: str, body: SchemaFields, scope: ScopeDep, services: ServicesDep
 ) -> FormSchema:
@@ -69,6 +75,7 @@ async def add_schema(
 
 @router.post(
     "/forms/{form_id}/schemas/{version}/adopt",
+    dependencies=[needs("configure", "schema.adopted", subject="form_id")],
     status_code=201,
     responses=problems(402, 404, 422),
 )
@@ -93,7 +100,7 @@ class Drift(BaseModel):
     last_seen: datetime
 
 
-@router.get("/forms/{form_id}/drift", responses=problems(404, 422))
+@router.get("/forms/{form_id}/drift", dependencies=[needs("read")], responses=problems(404, 422))
 async def form_drift(
     form_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> Page[Drift]:

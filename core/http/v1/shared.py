@@ -25,6 +25,9 @@ class Problem(BaseModel):
     errors: list[dict[str, str]] | None = Field(
         default=None, description="for 422: one `{field, message}` per offending field"
     )
+    needed: str | None = Field(
+        default=None, description="for `forbidden`: the least role that may do this"
+    )
 
 
 _PROBLEM_SCHEMA = Problem.model_json_schema()
@@ -35,16 +38,18 @@ _WHEN: dict[int, str] = {
         "`plan_limit`: the plan's count of this kind of object (or of events this month) is reached"
     ),
     403: (
-        "`ingest_key_only`: an ingest key (`pbs_…`) was used for anything but posting "
-        "events to its stream; `stream_closed`: the stream is not taking events"
+        "`forbidden`: the key's role may not do this (`needed` names the least role that "
+        "may, docs/teams.md); `ingest_key_only`: an ingest key (`pbs_…`) was used for "
+        "anything but posting events to its stream; `stream_closed`: the stream is not "
+        "taking events"
     ),
     404: "`not_found`: no such object in this organization (or an id of the wrong shape)",
     405: "`method_not_allowed`: `Allow` lists the methods the path takes",
     409: (
         "the object's state does not allow this now: `route_exists`, `delivery_in_progress`, "
         "`delivery_not_retryable`, `values_erased`, `values_expired`, `destination_paused`, "
-        "`destination_removed` or `idempotency_conflict` (an event id or idempotency key "
-        "used with another payload)"
+        "`destination_removed`, `idempotency_conflict` (an event id or idempotency key "
+        "used with another payload), `last_owner` or `already_member`"
     ),
     422: (
         "`invalid_input`, `invalid_config`, `invalid_secret`, `invalid_schema`, "
@@ -56,7 +61,10 @@ _WHEN: dict[int, str] = {
         "`too_many_attempts`: too many bad API keys from this client; "
         "retry after `Retry-After` seconds"
     ),
-    503: "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds",
+    503: (
+        "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds; "
+        "`email_not_sent`: the email provider did not take an invitation (nothing stored)"
+    ),
 }
 
 

@@ -8,13 +8,14 @@ from datetime import datetime
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
 from core.spam.model import reset_model
 from core.spam.report import spam_report
 
-router = APIRouter(tags=["spam"], responses=problems(401, 503))
+router = APIRouter(tags=["spam"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class ReasonCount(BaseModel):
@@ -49,7 +50,7 @@ class FormSpam(BaseModel):
     model: ModelState
 
 
-@router.get("/forms/{form_id}/spam", responses=problems(404, 422))
+@router.get("/forms/{form_id}/spam", dependencies=[needs("read")], responses=problems(404, 422))
 async def form_spam(form_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep) -> FormSpam:
     """What the form's checks decided over the last 30 days, and the learned filter's state."""
     async with services.db.scoped(scope) as conn:
@@ -57,7 +58,12 @@ async def form_spam(form_id: str, scope: ScopeDep, services: ServicesDep, now: N
     return FormSpam.model_validate(report)
 
 
-@router.delete("/spam/model", status_code=204, response_class=Response)
+@router.delete(
+    "/spam/model",
+    dependencies=[needs("configure", "spam_filter.reset")],
+    status_code=204,
+    response_class=Response,
+)
 async def reset_spam_model(scope: ScopeDep, services: ServicesDep) -> None:
     """Forget everything the organization's learned filter was taught; it judges again
     once trained anew."""

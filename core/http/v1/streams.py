@@ -9,8 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.platform.vocabulary import SchemaMode, SchemaSource, StreamEventStatus
 from core.streams import events, schemas, streams
@@ -19,7 +20,7 @@ from core.streams.routes import list_stream_routes as list_routes
 from core.streams.schemas import StreamSchemaFields
 from core.streams.streams import StreamFields, StreamPatch
 
-router = APIRouter(tags=["streams"], responses=problems(401, 503))
+router = APIRouter(tags=["streams"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Stream(BaseModel):
@@ -158,7 +159,12 @@ def _schema(row: dict[str, Any]) -> StreamSchema:
     )
 
 
-@router.post("/streams", status_code=201, responses=problems(402, 422))
+@router.post(
+    "/streams",
+    dependencies=[needs("configure", "stream.created")],
+    status_code=201,
+    responses=problems(402, 422),
+)
 async def create_stream(
     body: StreamFields, scope: ScopeDep, services: ServicesDep
 ) -> CreatedStream:
@@ -169,7 +175,7 @@ async def create_stream(
     return CreatedStream.model_validate({**_stream(row).model_dump(), "ingest_key": _key(key)})
 
 
-@router.get("/streams", responses=problems(422))
+@router.get("/streams", dependencies=[needs("read")], responses=problems(422))
 async def list_streams(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Stream]:
     """The organization's streams, oldest first."""
     async with services.db.scoped(scope) as conn:
@@ -178,14 +184,18 @@ async def list_streams(scope: ScopeDep, services: ServicesDep, page: PageDep) ->
     return Page[Stream](data=[_stream(row) for row in data], next_cursor=cursor)
 
 
-@router.get("/streams/{stream_id}", responses=problems(404, 422))
+@router.get("/streams/{stream_id}", dependencies=[needs("read")], responses=problems(404, 422))
 async def get_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> Stream:
     """One stream."""
     async with services.db.scoped(scope) as conn:
         return _stream(await streams.get_stream(conn, scope, stream_id=stream_id))
 
 
-@router.patch("/streams/{stream_id}", responses=problems(404, 422))
+@router.patch(
+    "/streams/{stream_id}",
+    dependencies=[needs("configure", "stream.updated")],
+    responses=problems(404, 422),
+)
 async def update_stream(
     stream_id: str, body: StreamPatch, scope: ScopeDep, services: ServicesDep
 ) -> Stream:
@@ -196,7 +206,11 @@ async def update_stream(
 
 
 @router.delete(
-    "/streams/{stream_id}", status_code=204, response_class=Response, responses=problems(404, 422)
+    "/streams/{stream_id}",
+    dependencies=[needs("configure", "stream.deleted")],
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 422),
 )
 async def delete_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> None:
     """Delete a stream: its ingest keys stop working and its routes go at once."""
@@ -204,7 +218,12 @@ async def delete_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) 
         await streams.delete_stream(conn, scope, stream_id=stream_id)
 
 
-@router.post("/streams/{stream_id}/keys", status_code=201, responses=problems(404, 422))
+@router.post(
+    "/streams/{stream_id}/keys",
+    dependencies=[needs("configure", "ingest_key.created")],
+    status_code=201,
+    responses=problems(404, 422),
+)
 async def create_ingest_key(
     stream_id: str, body: IngestKeyFields, scope: ScopeDep, services: ServicesDep
 ) -> CreatedIngestKey:
@@ -214,7 +233,9 @@ async def create_ingest_key(
     return _key(new)
 
 
-@router.get("/streams/{stream_id}/keys", responses=problems(404, 422))
+@router.get(
+    "/streams/{stream_id}/keys", dependencies=[needs("configure")], responses=problems(404, 422)
+)
 async def list_ingest_keys(
     stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
 ) -> Page[IngestKey]:
@@ -229,6 +250,7 @@ async def list_ingest_keys(
 
 @router.delete(
     "/streams/{stream_id}/keys/{ingest_key_id}",
+    dependencies=[needs("configure", "ingest_key.revoked")],
     status_code=204,
     response_class=Response,
     responses=problems(404, 422),
@@ -241,7 +263,9 @@ async def revoke_ingest_key(
         await streams.revoke_ingest_key(conn, scope, stream_id=stream_id, key_id=ingest_key_id)
 
 
-@router.get("/streams/{stream_id}/schemas", responses=problems(404, 422))
+@router.get(
+    "/streams/{stream_id}/schemas", dependencies=[needs("read")], responses=problems(404, 422)
+)
 async def list_stream_schemas(
     stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
 ) -> Page[StreamSchema]:
@@ -254,7 +278,12 @@ async def list_stream_schemas(
     return Page[StreamSchema](data=[_schema(row) for row in data], next_cursor=cursor)
 
 
-@router.post("/streams/{stream_id}/schemas", status_code=201, responses=problems(402, 404, 422))
+@router.post(
+    "/streams/{stream_id}/schemas",
+    dependencies=[needs("configure", "stream_schema.added", subject="stream_id")],
+    status_code=201,
+    responses=problems(402, 404, 422),
+)
 async def add_stream_schema(
     stream_id: str, body: StreamSchemaFields, scope: ScopeDep, services: ServicesDep
 ) -> StreamSchema:
@@ -276,7 +305,10 @@ class SuggestFields(BaseModel):
 
 
 @router.post(
-    "/streams/{stream_id}/schemas/suggest", status_code=201, responses=problems(402, 404, 422)
+    "/streams/{stream_id}/schemas/suggest",
+    dependencies=[needs("configure", "stream_schema.suggested", subject="stream_id")],
+    status_code=201,
+    responses=problems(402, 404, 422),
 )
 async def suggest_stream_schema(
     stream_id: str, body: SuggestFields, scope: ScopeDep, services: ServicesDep
@@ -292,6 +324,7 @@ async def suggest_stream_schema(
 
 @router.post(
     "/streams/{stream_id}/schemas/{version}/adopt",
+    dependencies=[needs("configure", "stream_schema.adopted", subject="stream_id")],
     status_code=201,
     responses=problems(402, 404, 422),
 )
@@ -304,7 +337,12 @@ async def adopt_stream_schema(
     return _schema(row)
 
 
-@router.post("/streams/{stream_id}/routes", status_code=201, responses=problems(404, 409, 422))
+@router.post(
+    "/streams/{stream_id}/routes",
+    dependencies=[needs("configure", "stream_route.created")],
+    status_code=201,
+    responses=problems(404, 409, 422),
+)
 async def create_route(
     stream_id: str, body: StreamRouteFields, scope: ScopeDep, services: ServicesDep
 ) -> StreamRoute:
@@ -314,7 +352,9 @@ async def create_route(
     return StreamRoute(**row)
 
 
-@router.get("/streams/{stream_id}/routes", responses=problems(404, 422))
+@router.get(
+    "/streams/{stream_id}/routes", dependencies=[needs("read")], responses=problems(404, 422)
+)
 async def list_stream_routes(
     stream_id: str, scope: ScopeDep, services: ServicesDep, page: PageDep
 ) -> Page[StreamRoute]:
@@ -329,6 +369,7 @@ async def list_stream_routes(
 
 @router.delete(
     "/streams/{stream_id}/routes/{stream_route_id}",
+    dependencies=[needs("configure", "stream_route.deleted")],
     status_code=204,
     response_class=Response,
     responses=problems(404, 422),
@@ -341,7 +382,11 @@ async def delete_route(
         await delete_stream_route(conn, scope, stream_id=stream_id, route_id=stream_route_id)
 
 
-@router.get("/streams/{stream_id}/events", responses=problems(404, 422))
+@router.get(
+    "/streams/{stream_id}/events",
+    dependencies=[needs("read_values", "stream_event.listed", subject="stream_id")],
+    responses=problems(404, 422),
+)
 async def list_events(
     stream_id: str,
     scope: ScopeDep,
@@ -367,7 +412,11 @@ async def list_events(
     )
 
 
-@router.get("/streams/{stream_id}/events/{event_id}", responses=problems(404, 422))
+@router.get(
+    "/streams/{stream_id}/events/{event_id}",
+    dependencies=[needs("read_values", "stream_event.read")],
+    responses=problems(404, 422),
+)
 async def get_event(
     stream_id: str, event_id: str, scope: ScopeDep, services: ServicesDep
 ) -> EventWithDeliveries:
@@ -381,6 +430,7 @@ async def get_event(
 
 @router.post(
     "/streams/{stream_id}/events/{event_id}/erase",
+    dependencies=[needs("operate", "stream_event.erased")],
     status_code=204,
     response_class=Response,
     responses=problems(404, 422),

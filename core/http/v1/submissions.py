@@ -11,10 +11,12 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.outbox.wakeup import wake_deliveries
+from core.owner.roles import require
 from core.platform.ids import id_pattern
 from core.platform.pagination import (
     DEFAULT_LIMIT,
@@ -35,7 +37,7 @@ from core.submissions.records import (
 )
 from core.submissions.review import mark_spam, release_submission
 
-router = APIRouter(tags=["submissions"], responses=problems(401, 503))
+router = APIRouter(tags=["submissions"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class SubmissionSummary(BaseModel):
@@ -52,9 +54,9 @@ class SubmissionSummary(BaseModel):
     values_state: Literal["present", "erased", "expired"]
 
 
-@router.get("/submissions", responses=problems(422))
+@router.get("/submissions", dependencies=[needs("read")], responses=problems(422))
 async def submissions_list(
-    scope: ScopeDep,
+    access: AccessDep,
     services: ServicesDep,
     now: NowDep,
     form: str | None = None,
@@ -73,7 +75,11 @@ async def submissions_list(
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> Page[SubmissionSummary]:
-    """The organization's submissions, newest first, without values; `q` searches them."""
+    """The organization's submissions, newest first, without values; `q` searches them
+    (the operator role and above: the words found are the values)."""
+    if q is not None:
+        require(access.actor, "read_values")
+    scope = access.scope
     async with services.db.scoped(scope) as conn:
         page = await list_submissions(
             conn,
@@ -97,7 +103,10 @@ async def submissions_list(
 
 
 @router.get(
-    "/submissions/export.csv", response_class=StreamingResponse, responses=problems(404, 422)
+    "/submissions/export.csv",
+    dependencies=[needs("read_values", "export.downloaded", subject="form")],
+    response_class=StreamingResponse,
+    responses=problems(404, 422),
 )
 async def submissions_export(
     scope: ScopeDep,
@@ -123,7 +132,11 @@ async def submissions_export(
     )
 
 
-@router.get("/submissions/{submission_id}", responses=problems(404, 422))
+@router.get(
+    "/submissions/{submission_id}",
+    dependencies=[needs("read_values", "submission.read")],
+    responses=problems(404, 422),
+)
 async def submissions_get(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -138,7 +151,11 @@ async def submissions_get(
     return found
 
 
-@router.post("/submissions/{submission_id}/erase", responses=problems(404, 422))
+@router.post(
+    "/submissions/{submission_id}/erase",
+    dependencies=[needs("operate", "submission.erased")],
+    responses=problems(404, 422),
+)
 async def submissions_erase(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -148,7 +165,11 @@ async def submissions_erase(
         return await get_submission(conn, scope, submission_id, now=now)
 
 
-@router.post("/submissions/{submission_id}/release", responses=problems(404, 409, 422))
+@router.post(
+    "/submissions/{submission_id}/release",
+    dependencies=[needs("operate", "submission.released")],
+    responses=problems(404, 409, 422),
+)
 async def submissions_release(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -165,7 +186,11 @@ async def submissions_release(
         return await get_submission(conn, scope, submission_id, now=now)
 
 
-@router.post("/submissions/{submission_id}/spam", responses=problems(404, 409, 422))
+@router.post(
+    "/submissions/{submission_id}/spam",
+    dependencies=[needs("operate", "submission.marked_spam")],
+    responses=problems(404, 409, 422),
+)
 async def submissions_spam(
     submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
@@ -179,7 +204,9 @@ async def submissions_spam(
 
 
 @router.get(
-    "/submissions/{submission_id}/attachments/{attachment_id}", responses=problems(404, 409, 422)
+    "/submissions/{submission_id}/attachments/{attachment_id}",
+    dependencies=[needs("read_values", "attachment.downloaded", subject="submission_id")],
+    responses=problems(404, 409, 422),
 )
 async def submissions_attachment(
     submission_id: str, attachment_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep

@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
-from core.http.v1.auth import ScopeDep
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
 from core.owner import usage
 
-router = APIRouter(tags=["usage"], responses=problems(401, 503))
+router = APIRouter(tags=["usage"], responses=problems(401, 503), route_class=AuditedRoute)
 
 
 class Limits(BaseModel):
@@ -49,7 +50,7 @@ class Usage(BaseModel):
     limits: Limits
 
 
-@router.get("/usage")
+@router.get("/usage", dependencies=[needs("read")])
 async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usage:
     """The plan, its limits, this month's counted submissions, live forms and destinations."""
     async with services.db.scoped(scope) as conn:

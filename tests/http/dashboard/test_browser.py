@@ -1,6 +1,7 @@
 """The dashboard in a real browser: Debian's Chromium driven by Playwright, a real uvicorn.
 
-Sign in, create a form, two webhook destinations and their routes through the pages, set
+Invited through the API and a real SMTP peer, accept the emailed link (set a password,
+signed in), create a form, two webhook destinations and their routes through the pages, set
 the form to observe its schema and adopt a suggested schema, post the form from a page on
 another loopback origin and see the drift it showed, watch the delivery lines reach
 *Delivered* / *Not delivered*, erase the values, then Send again and read the refusal.
@@ -20,12 +21,15 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
+from aiosmtpd.smtp import Envelope
 
 from core.destinations.http import close_shared_client
 from core.http.server import combined_app
@@ -36,7 +40,7 @@ from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
 from tests.support.builders import make_tenant
 from tests.support.peers import closed_port, receiver, status
-from tests.support.settings import TEST_SECRET_KEY
+from tests.support.settings import SENDER, TEST_SECRET_KEY
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -64,7 +68,7 @@ class Server:
 
 
 @contextmanager
-def postbag(db_url: str, tmp_path: Path) -> Iterator[Server]:
+def postbag(db_url: str, tmp_path: Path, smtp_url: str) -> Iterator[Server]:
     port = closed_port()
     url = f"http://127.0.0.1:{port}"
     settings = load_settings(
@@ -73,6 +77,10 @@ def postbag(db_url: str, tmp_path: Path) -> Iterator[Server]:
         storage_url=f"file://{tmp_path / 'files'}",
         allow_private_targets=True,
         public_url=url,
+        email_provider="smtp",
+        smtp_url=smtp_url,
+        mail_from=SENDER,
+        password_hash_cost="test_only",
     )
     services = Services.from_settings(settings, pool_max=4)
     config = uvicorn.Config(
@@ -194,14 +202,33 @@ def expect() -> Iterator[Any]:
     sync_api.expect.set_options(timeout=None)
 
 
+def _invitation_link(app: Server, key: str, received: list[Envelope]) -> str:
+    """Invite an owner through `POST /v1/members`; the link of the email the peer got."""
+    answer = httpx.post(
+        f"{app.url}/v1/members",
+        json={"email": "ada@example.com", "role": "owner"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=CALL_MS / 1000,
+    )
+    assert answer.status_code == 201, answer.text
+    assert [envelope.rcpt_tos for envelope in received] == [["ada@example.com"]]
+    text = message_from_bytes(bytes(received[0].content)).get_payload(decode=True).decode()
+    found = re.search(rf"{re.escape(app.url)}/app/invitations/\S+", text)
+    assert found, text
+    return found.group(0)
+
+
 @pytest.mark.timeout(TEST_SECONDS)
-def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path, expect: Any) -> None:
+def test_dashboard_in_a_real_browser(
+    db_url: str, tmp_path: Path, expect: Any, smtp_server: tuple[str, list[Envelope]]
+) -> None:
     executable = _chromium()
     key = _new_key(db_url)
+    smtp_url, received = smtp_server
     shots = tmp_path / "shots"
     shots.mkdir()
     with (
-        postbag(db_url, tmp_path) as app,
+        postbag(db_url, tmp_path, smtp_url) as app,
         receiver() as hook,
         receiver(status(404)) as gone,
         other_origin() as site,
@@ -226,11 +253,14 @@ def test_dashboard_in_a_real_browser(db_url: str, tmp_path: Path, expect: Any) -
         page = context.new_page()
         page.set_viewport_size({"width": 1200, "height": 900})
 
-        # Sign in with the API key.
+        # Invited by email (a real SMTP peer): the link sets a password and signs in.
         page.goto(f"{app.url}/app")
         expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
-        page.get_by_label("API key").fill(key)
-        page.get_by_role("button", name="Sign in").click()
+        page.goto(_invitation_link(app, key, received))
+        expect(page.get_by_role("heading", name="Join Bike shop")).to_be_visible()
+        page.get_by_label("Choose a password").fill("correct horse battery")
+        page.get_by_label("The same password again").fill("correct horse battery")
+        page.get_by_role("button", name="Join and sign in").click()
         expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
 
         # Two webhook destinations: one that takes deliveries, one that answers 404.

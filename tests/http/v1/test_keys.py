@@ -20,7 +20,8 @@ async def test_keys__create_list_revoke_round_trip(services: Services, conn: Con
         assert {row["name"] for row in rows} == {"test", "ci"}
         assert created["key"] not in listed.text
         assert all(
-            set(row) == {"id", "name", "prefix", "created_at", "last_used_at"} for row in rows
+            set(row) == {"id", "name", "prefix", "role", "created_at", "last_used_at"}
+            for row in rows
         )
 
         new_key = {"Authorization": f"Bearer {created['key']}"}

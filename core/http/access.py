@@ -1,0 +1,240 @@
+"""Who may call each route, and what it leaves in the audit trail: declared on the route.
+
+Every `/v1` route and dashboard page names its `Rule` in its decorator
+(`dependencies=[needs("configure", "form.updated")]`): the permission it needs and, for a
+change or a read of visitors' data, the audit action it records. The rule's dependency
+checks the actor's role (`core.owner.roles.require`, the one check); `AuditedRoute`
+records the action once the route has answered with success, before the answer is sent.
+`check_rules` refuses to build an app with a route that declares no rule.
+"""
+
+import json
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import fastapi.routing
+from fastapi import Depends, FastAPI, Request
+from fastapi.params import Depends as DependsParam
+from fastapi.routing import APIRoute
+from starlette.responses import Response
+
+from core.intake.visitor import client_address
+from core.owner import audit
+from core.owner.roles import Actor, Permission, require
+from core.platform.scope import OrgScope
+from core.platform.services import Services
+from core.platform.vocabulary import AuditVia
+
+_RULE = "postbag_rule"
+_USER_AGENT_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a request came from: the surface, the client's address and user agent."""
+
+    via: AuditVia
+    ip: str | None
+    user_agent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who a request acts for, in which organization, and from where."""
+
+    scope: OrgScope
+    actor: Actor
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A route's declared rule: the permission it needs (None: a sign-in page, open to
+    anyone) and the audit action it records on success, with the path or query parameter
+    naming its subject (default: the id of what a 201 or 202 made, else the last path
+    parameter, else the organization)."""
+
+    permission: Permission | None
+    action: str | None = None
+    subject: str | None = None
+    # Recorded only when the route answers this status (a replay's dry run answers 200).
+    status: int | None = None
+
+
+# The origin of an in-process call: `/mcp` sets it while its tools call `/v1`.
+_inner_origin: ContextVar[Origin | None] = ContextVar("postbag_origin", default=None)
+
+
+def origin_of(request: Request, services: Services, via: AuditVia) -> Origin:
+    """The request's origin, or the outer request's for an in-process call from `/mcp`."""
+    inner = _inner_origin.get()
+    if inner is not None:
+        return inner
+    peer = request.client.host if request.client else None
+    address = client_address(
+        peer, request.headers.get("x-forwarded-for"), services.settings.trusted_proxies
+    )
+    agent = request.headers.get("user-agent")
+    return Origin(via, address, agent[:_USER_AGENT_CHARS] if agent else None)
+
+
+@contextmanager
+def calls_from(origin: Origin) -> Iterator[None]:
+    """In-process `/v1` calls made inside this block are recorded as coming from `origin`."""
+    token = _inner_origin.set(origin)
+    try:
+        yield
+    finally:
+        _inner_origin.reset(token)
+
+
+def declare(rule: Rule, access: Callable[..., Awaitable[Access | None]]) -> DependsParam:
+    """The dependency that holds `rule` for a route: `access` finds who acts (None: the
+    route checks its caller itself, as ingest does an ingest key), the role is checked."""
+
+    # No `from __future__ import annotations` here: FastAPI reads this annotation, which
+    # names the closure's `access`, as an object.
+    async def check(request: Request, found: Annotated[Access | None, Depends(access)]) -> None:
+        if found is not None and rule.permission is not None:
+            require(found.actor, rule.permission)
+            request.state.access = found
+        request.state.rule = rule
+
+    setattr(check, _RULE, rule)
+    declared: DependsParam = Depends(check)
+    return declared
+
+
+def open_to_all() -> DependsParam:
+    """The rule of a page anyone may open, signed in or not (sign-in, sign-out)."""
+
+    async def nobody() -> None:
+        return None
+
+    return declare(Rule(None), nobody)
+
+
+def rule_of(route: APIRoute) -> Rule | None:
+    """The rule a route declares, if any."""
+    stack = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        rule: Rule | None = getattr(dependant.call, _RULE, None)
+        if rule is not None:
+            return rule
+        stack.extend(dependant.dependencies)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A route as the app serves it: its full path, methods and the route itself."""
+
+    path: str
+    methods: frozenset[str]
+    route: APIRoute
+
+
+def checked_routes(app: FastAPI) -> list[Served]:
+    """The app's routes that must declare a rule: all of `/v1` and the dashboard's."""
+    # FastAPI >= 0.16x wraps included routers; `iter_route_contexts` flattens them.
+    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    pairs: list[tuple[Any, Any]] = (
+        [(route, route) for route in app.routes]
+        if iter_contexts is None
+        else [(ctx.original_route, ctx) for ctx in iter_contexts(app.routes)]
+    )
+    found = [
+        Served(str(served.path), frozenset(served.methods or ()), original)
+        for original, served in pairs
+        if isinstance(original, APIRoute)
+    ]
+    return [
+        one
+        for one in found
+        if one.path.startswith("/v1/") or one.path == "/app" or one.path.startswith("/app/")
+    ]
+
+
+def check_rules(app: FastAPI) -> None:
+    """Refuse an app with a `/v1` route or a page that declares no rule, or that would not
+    record its audit action."""
+    for served in checked_routes(app):
+        where = f"{sorted(served.methods)} {served.path}"
+        if rule_of(served.route) is None:
+            raise RuntimeError(f"{where} declares no permission (core/http/access.py)")
+        if not isinstance(served.route, AuditedRoute):
+            raise RuntimeError(f"{where} is not an AuditedRoute (core/http/access.py)")
+
+
+def audit_as(request: Request, *, action: str | None = None, subject: str | None = None) -> None:
+    """Record this request under another action (a destination's PATCH that rotates its
+    secret; a page that starts a replay only when confirmed) or subject (a page's create,
+    answered with a redirect)."""
+    if action is not None:
+        request.state.audit_action = action
+    if subject is not None:
+        request.state.audit_subject = subject
+
+
+def acted_as(request: Request, access: Access, action: str, subject: str) -> None:
+    """Record `action` for a page open to all (an invitation accepted, a password reset) as
+    `access`, the member it has just signed in, once it answers with success."""
+    request.state.access = access
+    audit_as(request, action=action, subject=subject)
+
+
+def _subject(request: Request, rule: Rule, response: Response, access: Access) -> str:
+    named = getattr(request.state, "audit_subject", None)
+    if named is None and rule.subject is not None:
+        named = request.path_params.get(rule.subject) or request.query_params.get(rule.subject)
+    body = getattr(response, "body", b"")
+    if named is None and response.status_code in (201, 202) and body:
+        answer = json.loads(body)
+        named = answer.get("id") if isinstance(answer, dict) else None
+    if named is None and request.path_params:
+        named = str(list(request.path_params.values())[-1])
+    return str(named) if named is not None else access.scope.organization_id
+
+
+async def record_answer(request: Request, response: Response) -> None:
+    """Append the route's audit action for a successful answer."""
+    rule: Rule | None = getattr(request.state, "rule", None)
+    found: Access | None = getattr(request.state, "access", None)
+    named: str | None = getattr(request.state, "audit_action", None)
+    action = named or (rule.action if rule is not None else None)
+    if rule is None or action is None or found is None or response.status_code >= 400:
+        return
+    if rule.status is not None and response.status_code != rule.status:
+        return
+    entry = audit.AuditEntry(
+        actor_kind=found.actor.kind,
+        actor_id=found.actor.id,
+        actor_name=found.actor.name,
+        action=action,
+        subject=_subject(request, rule, response, found),
+        via=found.origin.via,
+        ip=found.origin.ip,
+        user_agent=found.origin.user_agent,
+    )
+    services: Services = request.app.state.services
+    async with services.db.scoped(found.scope) as conn:
+        await audit.record(conn, found.scope, entry)
+
+
+class AuditedRoute(APIRoute):
+    """A route that records its rule's audit action after a successful answer (before the
+    answer's body is sent: a streamed export is recorded as it starts)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def audited(request: Request) -> Response:
+            response = await handler(request)
+            await record_answer(request, response)
+            return response
+
+        return audited

@@ -1,0 +1,297 @@
+"""Signing in and out of the dashboard: email, password and TOTP code (throttled per
+client), an invitation accepted, a password reset, and the one-time link `postbag dev`
+prints. Every form here is posted before a session exists: its CSRF token is a cookie of
+its own (`SIGN_IN_COOKIE`)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from core.http.access import Access, AuditedRoute, acted_as, open_to_all, origin_of
+from core.http.dashboard.pages import (
+    SESSION_COOKIE,
+    SIGN_IN_COOKIE,
+    CheckedForm,
+    CsrfRejected,
+    SessionDep,
+    render,
+    see_other,
+    set_cookie,
+)
+from core.http.deps import ServicesDep, throttled_client
+from core.owner import members
+from core.owner.dashboard_sessions import close_session, load_session, open_session
+from core.owner.throttle import OVER_LIMIT_DELAY, count_sign_in, forgive_sign_in, refused_sign_in
+from core.platform.clock import utcnow
+from core.platform.errors import InvalidInput, NotFound, TooManyAttempts, Unauthenticated
+from core.platform.services import Services
+
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
+
+
+def _public_page(
+    request: Request,
+    services: Services,
+    template: str,
+    *,
+    title: str,
+    status_code: int = 200,
+    **context: Any,
+) -> Response:
+    """A page with a form posted before signing in, under a fresh CSRF cookie; no
+    Referer leaves it (its address may hold a one-time token)."""
+    token = secrets.token_urlsafe(32)
+    response = render(
+        request, template, title=title, status_code=status_code, csrf=token, **context
+    )
+    set_cookie(response, services, SIGN_IN_COOKIE, token)
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+async def _public_form(request: Request) -> FormData:
+    """The posted form, once its CSRF token matches the page's cookie."""
+    form = await request.form()
+    token, cookie = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
+    if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
+        raise CsrfRejected
+    return form
+
+
+def _text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+async def _signed_in(
+    request: Request,
+    services: Services,
+    member_id: str,
+    organization_id: str,
+    *,
+    audited: str | None = None,
+) -> Response:
+    """A new session for the member, its cookie, and the inbox; the `audited` action is
+    recorded as the member."""
+    async with services.db.connection() as conn:
+        session_id = await open_session(
+            conn,
+            member_id=member_id,
+            organization_id=organization_id,
+            user_agent=request.headers.get("user-agent", ""),
+            now=utcnow(),
+        )
+        session = await load_session(conn, session_id, now=utcnow())
+    if audited is not None and session is not None:
+        access = Access(session.scope, session.actor, origin_of(request, services, "dashboard"))
+        acted_as(request, access, audited, member_id)
+    response = see_other("/app")
+    set_cookie(response, services, SESSION_COOKIE, session_id)
+    response.delete_cookie(SIGN_IN_COOKIE, path="/app")
+    return response
+
+
+@router.get("/sign-in", dependencies=[open_to_all()])
+async def sign_in_page(request: Request, services: ServicesDep) -> Response:
+    notice = "Your password is set. Sign in with it." if "reset" in request.query_params else None
+    return _public_page(request, services, "sign_in.html", title="Sign in", notice=notice)
+
+
+def _sign_in_again(
+    request: Request, services: Services, status: int, error: str, email: str
+) -> Response:
+    return _public_page(
+        request,
+        services,
+        "sign_in.html",
+        title="Sign in",
+        status_code=status,
+        error=error,
+        email=email,
+    )
+
+
+@router.post("/sign-in", dependencies=[open_to_all()])
+async def sign_in(request: Request, services: ServicesDep) -> Response:
+    form = await _public_form(request)
+    email = _text(form, "email")
+    client = throttled_client(request, services)
+    async with services.db.connection() as conn:
+        turn = await count_sign_in(conn, client, now=utcnow())
+    if not turn.within:
+        # Past the limit: the password is checked, but only after a wait that holds no
+        # connection; right credentials still sign in, wrong ones are answered 429.
+        await asyncio.sleep(OVER_LIMIT_DELAY)
+    try:
+        async with services.db.connection() as conn:
+            try:
+                member_id, organization_id = await members.check_sign_in(
+                    conn,
+                    email=email,
+                    password=_text(form, "password"),
+                    code=_text(form, "code"),
+                    cost=services.settings.password_hash_cost,
+                )
+            except Unauthenticated:
+                if not turn.within:
+                    raise refused_sign_in(turn) from None
+                raise
+            if turn.within:
+                await forgive_sign_in(conn, client, now=utcnow())
+    except TooManyAttempts as exc:
+        response = _sign_in_again(
+            request,
+            services,
+            429,
+            "Too many sign-in attempts from your address. Try again in "
+            f"{math.ceil(exc.retry_after / 60)} minutes.",
+            email,
+        )
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+    except Unauthenticated as exc:
+        return _sign_in_again(request, services, 401, f"{str(exc).capitalize()}.", email)
+    return await _signed_in(request, services, member_id, organization_id)
+
+
+@router.post("/sign-out", dependencies=[open_to_all()])
+async def sign_out(
+    request: Request, services: ServicesDep, _session: SessionDep, _form: CheckedForm
+) -> Response:
+    session_id = request.cookies.get(SESSION_COOKIE, "")
+    async with services.db.connection() as conn:
+        await close_session(conn, session_id)
+    response = see_other("/app/sign-in")
+    response.delete_cookie(SESSION_COOKIE, path="/app")
+    return response
+
+
+@router.get("/link/{token}", dependencies=[open_to_all()])
+async def sign_in_link(request: Request, token: str, services: ServicesDep) -> Response:
+    """The one-time link `postbag dev` prints: signs its local owner in."""
+    async with services.db.connection() as conn:
+        member_id = await members.use_sign_in_link(conn, token[:100], now=utcnow())
+        organization_id = await members.first_organization(conn, member_id)
+    return await _signed_in(request, services, member_id, organization_id)
+
+
+@router.get("/invitations/{token}", dependencies=[open_to_all()])
+async def invitation_page(request: Request, token: str, services: ServicesDep) -> Response:
+    async with services.db.connection() as conn:
+        invitation = await members.open_invitation(conn, token[:100], now=utcnow())
+    return _public_page(
+        request, services, "invitation.html", title="Join", invitation=invitation, token=token
+    )
+
+
+@router.post("/invitations/{token}", dependencies=[open_to_all()])
+async def accept_invitation(request: Request, token: str, services: ServicesDep) -> Response:
+    form = await _public_form(request)
+    password = _text(form, "password")
+    async with services.db.connection() as conn:
+        invitation = await members.open_invitation(conn, token[:100], now=utcnow())
+        error = None
+        if not invitation["has_password"] and password != _text(form, "repeat"):
+            error = "The two passwords differ."
+        else:
+            try:
+                member_id, organization_id = await members.accept_invitation(
+                    conn,
+                    token[:100],
+                    password=password,
+                    code=_text(form, "code"),
+                    cost=services.settings.password_hash_cost,
+                    now=utcnow(),
+                )
+            except (InvalidInput, Unauthenticated) as exc:
+                error = f"{str(exc).capitalize()}."
+    if error:
+        return _public_page(
+            request,
+            services,
+            "invitation.html",
+            title="Join",
+            status_code=422,
+            invitation=invitation,
+            token=token,
+            error=error,
+        )
+    return await _signed_in(request, services, member_id, organization_id, audited="member.joined")
+
+
+@router.get("/forgot", dependencies=[open_to_all()])
+async def forgot_page(request: Request, services: ServicesDep) -> Response:
+    return _public_page(request, services, "forgot.html", title="Reset your password")
+
+
+@router.post("/forgot", dependencies=[open_to_all()])
+async def forgot(request: Request, services: ServicesDep) -> Response:
+    form = await _public_form(request)
+    # Each request counts as a sign-in attempt, never given back: past the limit no email
+    # goes, so nobody floods a member's inbox from one address.
+    async with services.db.connection() as conn:
+        turn = await count_sign_in(conn, throttled_client(request, services), now=utcnow())
+    if not turn.within:
+        response = _public_page(
+            request,
+            services,
+            "forgot.html",
+            title="Reset your password",
+            status_code=429,
+            error="Too many attempts from your address. Try again in "
+            f"{math.ceil(turn.retry_after / 60)} minutes.",
+        )
+        response.headers["Retry-After"] = str(turn.retry_after)
+        return response
+    await members.request_password_reset(services, _text(form, "email"))
+    return _public_page(request, services, "forgot.html", title="Reset your password", sent=True)
+
+
+@router.get("/reset/{token}", dependencies=[open_to_all()])
+async def reset_page(request: Request, token: str, services: ServicesDep) -> Response:
+    async with services.db.connection() as conn:
+        if not await members.reset_link_is_live(conn, token[:100], now=utcnow()):
+            raise NotFound("this link was used, has expired, or does not exist")
+    return _public_page(request, services, "reset.html", title="Set a password", token=token)
+
+
+@router.post("/reset/{token}", dependencies=[open_to_all()])
+async def reset(request: Request, token: str, services: ServicesDep) -> Response:
+    form = await _public_form(request)
+    password = _text(form, "password")
+    error = "The two passwords differ." if password != _text(form, "repeat") else None
+    if error is None:
+        try:
+            async with services.db.connection() as conn:
+                member_id, two_factor = await members.reset_password(
+                    conn,
+                    token[:100],
+                    password=password,
+                    cost=services.settings.password_hash_cost,
+                    now=utcnow(),
+                )
+                organization_id = await members.first_organization(conn, member_id)
+        except InvalidInput as exc:
+            error = f"{str(exc).capitalize()}."
+    if error:
+        return _public_page(
+            request,
+            services,
+            "reset.html",
+            title="Set a password",
+            status_code=422,
+            token=token,
+            error=error,
+        )
+    if two_factor:
+        return see_other("/app/sign-in?reset=1")
+    return await _signed_in(
+        request, services, member_id, organization_id, audited="member.password_reset"
+    )

@@ -1,0 +1,110 @@
+"""`/v1/members`: the organization's people, invited by email, with a role each."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+from core.http.access import AuditedRoute
+from core.http.deps import ServicesDep
+from core.http.v1.auth import AccessDep, ScopeDep, needs
+from core.http.v1.shared import Page, PageDep, problems
+from core.owner import members
+from core.platform.vocabulary import Role
+
+router = APIRouter(tags=["members"], responses=problems(401, 403, 503), route_class=AuditedRoute)
+
+
+class InvitationFields(BaseModel):
+    """Whom to invite, with which role."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    email: Annotated[str, StringConstraints(min_length=3, max_length=320)]
+    role: Role
+
+
+class RoleFields(BaseModel):
+    """A member's new role."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+
+
+class Member(BaseModel):
+    """A member of the organization: never a password, hash or second factor."""
+
+    id: str
+    email: str
+    role: Role
+    joined_at: datetime
+
+
+class SentInvitation(BaseModel):
+    """An invitation emailed: its link is only in the email."""
+
+    id: str
+    email: str
+    role: Role
+
+
+@router.post(
+    "/members",
+    status_code=201,
+    responses=problems(409, 422),
+    dependencies=[needs("manage_members", "member.invited")],
+)
+async def invite_member(
+    body: InvitationFields, access: AccessDep, services: ServicesDep
+) -> SentInvitation:
+    """Email an invitation to join the organization with `role`: a one-time link valid 7
+    days, through the installation's email provider. Not sent, nothing is stored
+    (`503 email_not_sent`); an address already a member's is `409 already_member`."""
+    email = members.checked_email(body.email)
+    invitation = await members.invite(
+        services, access.scope, email=email, role=body.role, actor=access.actor
+    )
+    return SentInvitation(id=invitation, email=email, role=body.role)
+
+
+@router.get("/members", responses=problems(422), dependencies=[needs("manage_members")])
+async def list_members(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Page[Member]:
+    """The organization's members with their roles."""
+    async with services.db.scoped(scope) as conn:
+        rows = await members.list_members(conn, scope, after=page.after_id(), limit=page.limit + 1)
+    data, cursor = page.page(rows, "id")
+    return Page[Member](data=[Member(**row) for row in data], next_cursor=cursor)
+
+
+@router.patch(
+    "/members/{member_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 409, 422),
+    dependencies=[needs("manage_members", "member.role_changed")],
+)
+async def change_role(
+    member_id: str, body: RoleFields, scope: ScopeDep, services: ServicesDep
+) -> None:
+    """Give a member another role, from their next request on; the last owner cannot be
+    demoted (`409 last_owner`)."""
+    async with services.db.scoped(scope) as conn:
+        await members.change_role(conn, scope, member_id=member_id, role=body.role)
+
+
+@router.delete(
+    "/members/{member_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 409),
+    dependencies=[needs("manage_members", "member.removed")],
+)
+async def remove_member(member_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+    """Remove a member from the organization: their sessions in it end at once. The last
+    owner cannot leave (`409 last_owner`)."""
+    async with services.db.scoped(scope) as conn:
+        await members.remove_member(conn, scope, member_id=member_id)

@@ -1,0 +1,188 @@
+"""The audit trail: one row per change and per read of visitors' data, never the values.
+
+Each organization's rows form a hash chain: a row stores the SHA-256 of the previous row's
+hash and its own canonical content (`chain_hash`), so editing, removing or inserting a row
+shows at the first row after it. Appends take a per-organization advisory lock, so
+concurrent writers never fork the chain. The database keeps the table append-only: the
+application role may only insert and select, and a trigger refuses UPDATE, DELETE and
+TRUNCATE to every role except retention's `audit_forget_before` (a whole old prefix).
+`verify_chains` walks every chain for `postbag audit verify` (docs/teams.md).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from core import __version__
+from core.platform.db import Conn
+from core.platform.ids import new_id
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+from core.platform.vocabulary import AuditActorKind, AuditVia
+
+# The previous hash of an organization's first row.
+ZERO_HASH = "0" * 64
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """What one audit row says: who, through which surface and from where, did what to which
+    object (an id, never a value)."""
+
+    actor_kind: AuditActorKind
+    actor_id: str
+    actor_name: str
+    action: str
+    subject: str | None
+    via: AuditVia
+    ip: str | None
+    user_agent: str | None
+
+
+def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the previous row's hash and the row's canonical content: its fields
+    in a fixed order as compact JSON, the time in UTC with microseconds."""
+    at: datetime = row["at"]
+    content = [
+        row["id"],
+        row["organization_id"],
+        row["seq"],
+        at.astimezone(UTC).isoformat(timespec="microseconds"),
+        row["actor_kind"],
+        row["actor_id"],
+        row["actor_name"],
+        row["action"],
+        row["subject"],
+        row["via"],
+        row["ip"],
+        row["user_agent"],
+    ]
+    canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+
+
+def by_operator(action: str, subject: str | None) -> AuditEntry:
+    """An entry for what the operator did with the `postbag` command line (on the database,
+    with no key): the operating system's user names the actor."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container's user without a passwd entry)
+        user = "operator"
+    return AuditEntry(
+        actor_kind="operator",
+        actor_id="cli",
+        actor_name=user,
+        action=action,
+        subject=subject,
+        via="cli",
+        ip=None,
+        user_agent=f"postbag/{__version__}",
+    )
+
+
+@scoped
+async def record(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, Any]:
+    """Append `entry` to the organization's chain within the caller's transaction."""
+    org = {"organization_id": scope.organization_id}
+    await conn.execute(queries["lock_audit_chain"], org)
+    head = await (await conn.execute(queries["audit_head"], org)).fetchone()
+    assert head is not None
+    row: dict[str, Any] = {
+        "id": new_id("aud"),
+        "organization_id": scope.organization_id,
+        "seq": head["seq"] + 1,
+        "at": head["now"],
+        **asdict(entry),
+        "prev_hash": head["hash"] or ZERO_HASH,
+    }
+    row["hash"] = chain_hash(row["prev_hash"], row)
+    await conn.execute(queries["insert_audit_row"], row)
+    return row
+
+
+@scoped
+async def list_audit(
+    conn: Conn,
+    scope: OrgScope,
+    *,
+    actor: str | None,
+    action: str | None,
+    subject: str | None,
+    since: datetime | None,
+    before: int | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Up to `limit` rows, newest first, before the chain position `before`, filtered by
+    actor (id or name), action, subject and time, each exact."""
+    cur = await conn.execute(
+        queries["list_audit"],
+        {
+            "organization_id": scope.organization_id,
+            "actor": actor,
+            "action": action,
+            "subject": subject,
+            "since": since,
+            "before": before,
+            "limit": limit,
+        },
+    )
+    return await cur.fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """One organization's chain as verified: rows checked and the first broken one."""
+
+    organization_id: str
+    rows: int
+    broken_id: str | None = None
+    broken_seq: int | None = None
+    problem: str | None = None
+
+
+async def verify_chain(conn: Conn, organization_id: str) -> ChainReport:
+    """Walk one chain from its start (or retention's anchor); stop at the first row whose
+    position, link or hash is wrong. Runs as the owner, across organizations."""
+    anchor = await (
+        await conn.execute(queries["audit_anchor"], {"organization_id": organization_id})
+    ).fetchone()
+    seq, prev = (anchor["seq"], anchor["hash"]) if anchor else (0, ZERO_HASH)
+    checked = 0
+    while True:
+        cur = await conn.execute(
+            queries["audit_chain_page"],
+            {"organization_id": organization_id, "after": seq, "limit": _PAGE},
+        )
+        rows = await cur.fetchall()
+        for row in rows:
+            problem = None
+            if row["seq"] != seq + 1:
+                gap = row["seq"] - 1
+                problem = (
+                    f"row {gap} is missing"
+                    if gap == seq + 1
+                    else (f"rows {seq + 1} to {gap} are missing")
+                )
+            elif row["prev_hash"] != prev:
+                problem = "its prev_hash is not the previous row's hash"
+            elif row["hash"] != chain_hash(row["prev_hash"], row):
+                problem = "its hash does not match its content"
+            if problem:
+                return ChainReport(organization_id, checked, row["id"], row["seq"], problem)
+            seq, prev = row["seq"], row["hash"]
+            checked += 1
+        if len(rows) < _PAGE:
+            return ChainReport(organization_id, checked)
+
+
+async def verify_chains(conn: Conn) -> list[ChainReport]:
+    """Every organization's chain, verified (the operator's `postbag audit verify`)."""
+    cur = await conn.execute(queries["audited_organizations"], {})
+    return [await verify_chain(conn, row["id"]) for row in await cur.fetchall()]

@@ -1,0 +1,519 @@
+"""People in organizations (docs/teams.md): invitations, members and their roles, signing
+in with a password (and a TOTP code), password resets, the first owner.
+
+A member is one person across organizations; a membership gives them a role in one. The
+last owner of an organization can neither leave nor be demoted (`409 last_owner`): the
+owners are locked in one order before any change that could remove one, so two owners
+demoting each other at once leave one. No token, hash or secret is ever logged or returned
+except the one a link is made of, which goes only into the email or the terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from core.destinations.email import Email, send_email
+from core.destinations.http import shared_client
+from core.owner.credentials import (
+    hash_password,
+    new_recovery_codes,
+    new_token,
+    new_totp_secret,
+    password_matches,
+    password_problem,
+    recovery_hash,
+    token_hash,
+    totp_matches,
+)
+from core.owner.roles import ROLES, Actor
+from core.platform.addresses import valid_address
+from core.platform.clock import utcnow
+from core.platform.db import Conn
+from core.platform.errors import (
+    AlreadyMember,
+    EmailNotSent,
+    InvalidInput,
+    LastOwner,
+    NotFound,
+    Unauthenticated,
+)
+from core.platform.ids import new_id
+from core.platform.logs import log
+from core.platform.queries import queries
+from core.platform.scope import OrgScope, scoped
+from core.platform.services import Services
+from core.platform.settings import PasswordHashCost
+from core.platform.vocabulary import MemberLinkKind, Role
+
+INVITATION_LIFETIME = timedelta(days=7)
+RESET_LIFETIME = timedelta(hours=1)
+# A sign-in link of `postbag dev`, and the first owner's link to set a password.
+SIGN_IN_LINK_LIFETIME = timedelta(hours=12)
+FIRST_OWNER_LINK_LIFETIME = timedelta(days=7)
+LOCAL_OWNER_EMAIL = "owner@postbag.localhost"
+EMAIL_TIMEOUT = 10.0
+_WRONG = "wrong email or password"
+
+
+def checked_email(value: str) -> str:
+    """A member's address as one valid address, or InvalidInput."""
+    address = valid_address(value)
+    if address is None:
+        raise InvalidInput(
+            "email must be one valid address", [{"field": "email", "message": "not an address"}]
+        )
+    return address
+
+
+def checked_role(value: str) -> Role:
+    if value not in ROLES:
+        raise InvalidInput(
+            f"role must be one of {', '.join(ROLES)}", [{"field": "role", "message": "unknown"}]
+        )
+    return value
+
+
+def checked_password(password: str) -> str:
+    problem = password_problem(password)
+    if problem:
+        raise InvalidInput(problem, [{"field": "password", "message": problem}])
+    return password
+
+
+async def _one(conn: Conn, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    cur = await conn.execute(queries[name], params)
+    return await cur.fetchone()
+
+
+# --- members of an organization ---------------------------------------------------------
+
+
+@scoped
+async def list_members(
+    conn: Conn, scope: OrgScope, *, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` members (id, email, role, joined_at) with ids after `after`."""
+    cur = await conn.execute(
+        queries["list_members"],
+        {"organization_id": scope.organization_id, "after": after, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+async def _locked_role(conn: Conn, scope: OrgScope, member_id: str) -> tuple[Role, list[str]]:
+    """The member's role, and the organization's owners, all locked for a change."""
+    org = scope.organization_id
+    cur = await conn.execute(queries["lock_owners"], {"organization_id": org})
+    owners = [row["member_id"] for row in await cur.fetchall()]
+    row = await _one(conn, "membership_role", {"organization_id": org, "member_id": member_id})
+    if row is None:
+        raise NotFound(f"no member {member_id}")
+    return row["role"], owners
+
+
+@scoped
+async def change_role(conn: Conn, scope: OrgScope, *, member_id: str, role: Role) -> None:
+    """Give a member another role; the last owner keeps theirs (LastOwner)."""
+    current, owners = await _locked_role(conn, scope, member_id)
+    if current == "owner" and role != "owner" and owners == [member_id]:
+        raise LastOwner("the last owner cannot be demoted; make another member owner first")
+    await conn.execute(
+        queries["set_membership_role"],
+        {"organization_id": scope.organization_id, "member_id": member_id, "role": role},
+    )
+
+
+@scoped
+async def remove_member(conn: Conn, scope: OrgScope, *, member_id: str) -> None:
+    """Remove a member from the organization; their sessions in it end at once. The last
+    owner cannot leave (LastOwner)."""
+    current, owners = await _locked_role(conn, scope, member_id)
+    if current == "owner" and owners == [member_id]:
+        raise LastOwner("the last owner cannot leave; make another member owner first")
+    await conn.execute(
+        queries["delete_membership"],
+        {"organization_id": scope.organization_id, "member_id": member_id},
+    )
+
+
+# --- invitations --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Invitation:
+    """An invitation as made: its id, and the token of its link (never stored)."""
+
+    id: str
+    token: str
+    email: str
+    role: Role
+
+
+@scoped
+async def create_invitation(
+    conn: Conn, scope: OrgScope, *, email: str, role: Role, invited_by: str, now: datetime
+) -> Invitation:
+    """A one-time invitation to the organization, valid 7 days; AlreadyMember when the
+    address already belongs to one of its members."""
+    org = scope.organization_id
+    if await _one(conn, "member_of_organization", {"organization_id": org, "email": email}):
+        raise AlreadyMember(f"{email} is already a member")
+    invitation = Invitation(new_id("inv"), new_token(), email, role)
+    await conn.execute(
+        queries["insert_invitation"],
+        {
+            "id": invitation.id,
+            "organization_id": org,
+            "email": email,
+            "role": role,
+            "token_hash": token_hash(invitation.token),
+            "invited_by": invited_by,
+            "now": now,
+            "expires_at": now + INVITATION_LIFETIME,
+        },
+    )
+    return invitation
+
+
+def invitation_email(
+    invitation: Invitation, *, organization: str, inviter: str, public_url: str
+) -> Email:
+    link = f"{public_url.rstrip('/')}/app/invitations/{invitation.token}"
+    return Email(
+        [invitation.email],
+        f"You are invited to {organization} on Postbag",
+        f"{inviter} invited you to {organization} on Postbag, as {invitation.role}.\n\n"
+        f"Accept within 7 days (the link works once):\n{link}\n\n"
+        "If you did not expect this, ignore this email.\n",
+        loggable=False,
+    )
+
+
+async def invite(
+    services: Services, scope: OrgScope, *, email: str, role: Role, actor: Actor
+) -> str:
+    """Invite `email` to the organization with `role` by email; the invitation's id.
+
+    The email goes through the installation's provider at once; when it is not sent (the
+    `log` provider included: the link would be lost) the invitation is removed and
+    EmailNotSent raised, so nothing stays half-way.
+    """
+    email, role = checked_email(email), checked_role(role)
+    async with services.db.scoped(scope) as conn:
+        invitation = await create_invitation(
+            conn, scope, email=email, role=role, invited_by=actor.name, now=utcnow()
+        )
+        org = await _one(conn, "get_organization", {"id": scope.organization_id})
+        assert org is not None
+    mail = invitation_email(
+        invitation,
+        organization=org["name"],
+        inviter=actor.name,
+        public_url=services.settings.public_url,
+    )
+    result = await send_email(
+        services.settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
+    )
+    if not result.ok:
+        async with services.db.scoped(scope) as conn:
+            await conn.execute(queries["delete_invitation"], {"id": invitation.id})
+        why = result.skip_reason or result.error_class or "failed"
+        raise EmailNotSent(f"the invitation email was not sent ({why}); nothing was stored")
+    return invitation.id
+
+
+async def open_invitation(conn: Conn, token: str, *, now: datetime) -> dict[str, Any]:
+    """A live invitation (organization, email, role) and whether its address is a member
+    with a password already; a used, expired or unknown one is NotFound."""
+    row = await _one(conn, "open_invitation", {"token_hash": token_hash(token), "now": now})
+    if row is None:
+        raise NotFound("this invitation was used, has expired, or does not exist")
+    member = await _one(conn, "member_by_email", {"email": row["address"]})
+    return {**row, "has_password": bool(member and member["password_hash"])}
+
+
+async def accept_invitation(
+    conn: Conn, token: str, *, password: str, code: str, cost: PasswordHashCost, now: datetime
+) -> tuple[str, str]:
+    """Use an invitation once: a new member sets their password, an existing one proves
+    theirs (and their TOTP code); they join with the invitation's role. The member's id
+    and the organization's."""
+    async with conn.transaction():
+        invitation = await open_invitation(conn, token, now=now)
+        member = await _one(conn, "member_by_email", {"email": invitation["address"]})
+        if member is not None and member["password_hash"]:
+            member_id = await _check_credentials(conn, member, password, code, cost)
+        else:
+            hashed = await hash_password(checked_password(password), cost)
+            if member is None:
+                member_id = new_id("mem")
+                await conn.execute(
+                    queries["insert_member"],
+                    {"id": member_id, "email": invitation["address"], "password_hash": hashed},
+                )
+            else:
+                member_id = member["id"]
+                await conn.execute(
+                    queries["set_member_password"],
+                    {"id": member_id, "password_hash": hashed, "now": now},
+                )
+        if await _one(conn, "accept_invitation", {"id": invitation["id"], "now": now}) is None:
+            raise NotFound("this invitation was used, has expired, or does not exist")
+        await conn.execute(
+            queries["insert_membership"],
+            {
+                "organization_id": invitation["organization_id"],
+                "member_id": member_id,
+                "role": invitation["role"],
+            },
+        )
+    return member_id, invitation["organization_id"]
+
+
+# --- signing in ---------------------------------------------------------------------------
+
+
+async def _check_credentials(
+    conn: Conn, member: dict[str, Any] | None, password: str, code: str, cost: PasswordHashCost
+) -> str:
+    """The member's id when the password (and, with TOTP on, the code or an unused recovery
+    code, which is then used up) is right; else Unauthenticated."""
+    stored = member["password_hash"] if member else None
+    if not await password_matches(stored, password, cost) or member is None:
+        raise Unauthenticated(_WRONG)
+    secret = member["totp_secret"]
+    if secret is None:
+        return str(member["id"])
+    if not code.strip():
+        raise Unauthenticated("enter the code from your authenticator app, or a recovery code")
+    if totp_matches(secret, code):
+        return str(member["id"])
+    used = await _one(
+        conn, "use_recovery_code", {"id": member["id"], "code_hash": recovery_hash(code)}
+    )
+    if used is None:
+        raise Unauthenticated("that code is not right")
+    return str(member["id"])
+
+
+async def check_sign_in(
+    conn: Conn, *, email: str, password: str, code: str, cost: PasswordHashCost
+) -> tuple[str, str]:
+    """The member and their first organization, for a right email, password and code;
+    anything else is Unauthenticated, without saying whether the address is a member's."""
+    member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
+    member_id = await _check_credentials(conn, member, password, code, cost)
+    return member_id, await first_organization(conn, member_id)
+
+
+async def first_organization(conn: Conn, member_id: str) -> str:
+    """The organization a member's session opens in: the first they joined."""
+    organizations = await member_organizations(conn, member_id)
+    if not organizations:
+        raise Unauthenticated("you no longer belong to any organization")
+    return str(organizations[0]["id"])
+
+
+async def member_organizations(conn: Conn, member_id: str) -> list[dict[str, Any]]:
+    cur = await conn.execute(queries["member_organizations"], {"member_id": member_id})
+    return await cur.fetchall()
+
+
+# --- one-time links: resets, the first owner, `postbag dev` -------------------------------
+
+
+async def _link(
+    conn: Conn, member_id: str, kind: MemberLinkKind, lifetime: timedelta, now: datetime
+) -> str:
+    token = new_token()
+    await conn.execute(
+        queries["insert_member_link"],
+        {
+            "token_hash": token_hash(token),
+            "member_id": member_id,
+            "kind": kind,
+            "expires_at": now + lifetime,
+        },
+    )
+    return token
+
+
+async def request_password_reset(services: Services, email: str) -> None:
+    """Email a one-time reset link (valid 1 hour) to a member's address; an unknown address
+    gets nothing, and the caller says the same either way."""
+    async with services.db.connection() as conn:
+        member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
+        if member is None:
+            return
+        token = await _link(conn, member["id"], "password_reset", RESET_LIFETIME, utcnow())
+    link = f"{services.settings.public_url.rstrip('/')}/app/reset/{token}"
+    mail = Email(
+        [member["address"]],
+        "Reset your Postbag password",
+        f"Someone asked to reset the password of {member['address']} on Postbag.\n\n"
+        f"Set a new one within the hour (the link works once):\n{link}\n\n"
+        "If it was not you, ignore this email: your password stays as it is.\n",
+        loggable=False,
+    )
+    result = await send_email(
+        services.settings,
+        shared_client(),
+        mail,
+        message_key=f"reset-{member['id']}",
+        timeout=EMAIL_TIMEOUT,
+    )
+    if not result.ok:
+        log.warning(
+            "password reset email not sent",
+            extra={
+                "detail": {"member": member["id"], "why": result.skip_reason or result.error_class}
+            },
+        )
+
+
+async def reset_link_is_live(conn: Conn, token: str, *, now: datetime) -> bool:
+    row = await _one(
+        conn,
+        "live_member_link",
+        {"token_hash": token_hash(token), "kind": "password_reset", "now": now},
+    )
+    return row is not None
+
+
+async def reset_password(
+    conn: Conn, token: str, *, password: str, cost: PasswordHashCost, now: datetime
+) -> tuple[str, bool]:
+    """Use a reset link once to set a new password; every session of the member ends. The
+    member's id, and whether they have a second factor (then they sign in again with it)."""
+    hashed = await hash_password(checked_password(password), cost)
+    async with conn.transaction():
+        used = await _one(
+            conn,
+            "use_member_link",
+            {"token_hash": token_hash(token), "kind": "password_reset", "now": now},
+        )
+        if used is None:
+            raise NotFound("this link was used, has expired, or does not exist")
+        member_id = used["member_id"]
+        await conn.execute(
+            queries["set_member_password"], {"id": member_id, "password_hash": hashed, "now": now}
+        )
+        await conn.execute(queries["delete_all_member_sessions"], {"member_id": member_id})
+        member = await _one(conn, "member_by_id", {"id": member_id})
+    assert member is not None
+    return member_id, member["totp_secret"] is not None
+
+
+async def use_sign_in_link(conn: Conn, token: str, *, now: datetime) -> str:
+    """The member a `postbag dev` sign-in link signs in, once; NotFound after."""
+    used = await _one(
+        conn, "use_member_link", {"token_hash": token_hash(token), "kind": "sign_in", "now": now}
+    )
+    if used is None:
+        raise NotFound("this sign-in link was used, has expired, or does not exist")
+    return str(used["member_id"])
+
+
+async def _member_for(conn: Conn, email: str) -> dict[str, Any]:
+    """The member with this address, made (without a password) when there is none."""
+    await conn.execute(
+        queries["insert_member"], {"id": new_id("mem"), "email": email, "password_hash": None}
+    )
+    member = await _one(conn, "member_by_email", {"email": email})
+    assert member is not None
+    return member
+
+
+@scoped
+async def add_first_owner(conn: Conn, scope: OrgScope, *, email: str, now: datetime) -> str | None:
+    """Make `email` an owner of the new organization (`postbag create-org --owner-email`):
+    the token of a one-time link (7 days) to set their password, or None when the address
+    is already a member's with a password (they sign in with it)."""
+    email = checked_email(email)
+    member = await _member_for(conn, email)
+    await conn.execute(
+        queries["insert_membership"],
+        {"organization_id": scope.organization_id, "member_id": member["id"], "role": "owner"},
+    )
+    if member["password_hash"]:
+        return None
+    return await _link(conn, member["id"], "password_reset", FIRST_OWNER_LINK_LIFETIME, now)
+
+
+async def local_owner_link(conn: Conn, *, now: datetime) -> str | None:
+    """The token of a one-time sign-in link for the installation's first owner (`postbag
+    dev`); when the oldest organization has no owner yet, the local owner is made first.
+    None on an installation without organizations."""
+    async with conn.transaction():
+        owner = await _one(conn, "first_owner", {})
+        if owner is None:
+            orgs = await (await conn.execute(queries["list_organizations"], {})).fetchall()
+            if not orgs:
+                return None
+            member = await _member_for(conn, LOCAL_OWNER_EMAIL)
+            await conn.execute(
+                queries["insert_membership"],
+                {"organization_id": orgs[0]["id"], "member_id": member["id"], "role": "owner"},
+            )
+            member_id = member["id"]
+        else:
+            member_id = owner["member_id"]
+        return await _link(conn, member_id, "sign_in", SIGN_IN_LINK_LIFETIME, now)
+
+
+# --- a member's own account: TOTP ---------------------------------------------------------
+
+
+async def two_factor_state(conn: Conn, member_id: str) -> dict[str, Any]:
+    """Whether TOTP is on, a secret waiting to be confirmed, and recovery codes left."""
+    member = await _one(conn, "member_by_id", {"id": member_id})
+    assert member is not None
+    left = await _one(conn, "count_recovery_codes", {"id": member_id})
+    assert left is not None
+    return {
+        "on": member["totp_secret"] is not None,
+        "pending": member["totp_pending"],
+        "address": member["address"],
+        "recovery_codes_left": left["n"],
+    }
+
+
+async def start_totp(conn: Conn, member_id: str) -> str:
+    """A new secret to set up (shown to the member once, as a URI); it counts when confirmed."""
+    secret = new_totp_secret()
+    await conn.execute(queries["set_totp_pending"], {"id": member_id, "secret": secret})
+    return secret
+
+
+async def confirm_totp(conn: Conn, member_id: str, code: str) -> list[str]:
+    """Turn TOTP on once a code of the pending secret is right; the recovery codes, shown
+    once (only their hashes are kept)."""
+    async with conn.transaction():
+        member = await _one(conn, "member_by_id", {"id": member_id})
+        assert member is not None
+        pending = member["totp_pending"]
+        if pending is None or not totp_matches(pending, code):
+            raise InvalidInput(
+                "that code is not right; check the app's clock and try the next code",
+                [{"field": "code", "message": "not right"}],
+            )
+        await conn.execute(queries["confirm_totp"], {"id": member_id, "secret": pending})
+        codes = new_recovery_codes()
+        await conn.execute(
+            queries["replace_recovery_codes"],
+            {"id": member_id, "hashes": [recovery_hash(c) for c in codes]},
+        )
+    return codes
+
+
+async def turn_off_totp(
+    conn: Conn, member_id: str, *, password: str, cost: PasswordHashCost
+) -> None:
+    """Turn TOTP off (and drop the recovery codes), once the password is right."""
+    member = await _one(conn, "member_by_id", {"id": member_id})
+    assert member is not None
+    if not await password_matches(member["password_hash"], password, cost):
+        raise Unauthenticated("that password is not right")
+    await conn.execute(queries["clear_totp"], {"id": member_id})

@@ -1,0 +1,57 @@
+-- name: lock_audit_chain
+-- Serialise the appends to one organization's chain until the transaction ends (the head
+-- is read by the next statement, with a snapshot taken after the lock).
+SELECT pg_advisory_xact_lock(hashtextextended('postbag.audit:' || %(organization_id)s, 0))
+
+-- name: audit_head
+-- The chain's last row (or its anchor after retention), and the time the next row gets.
+SELECT coalesce(l.seq, a.seq, 0) AS seq, coalesce(l.hash, a.hash) AS hash,
+       clock_timestamp() AS now
+  FROM (SELECT 1) one
+  LEFT JOIN LATERAL (
+        SELECT seq, hash FROM audit_log
+         WHERE organization_id = %(organization_id)s
+         ORDER BY seq DESC LIMIT 1) l ON true
+  LEFT JOIN audit_anchors a ON a.organization_id = %(organization_id)s
+
+-- name: insert_audit_row
+-- Append one row to the organization's chain.
+INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor_name, action,
+                       subject, via, ip, user_agent, prev_hash, hash)
+VALUES (%(id)s, %(organization_id)s, %(seq)s, %(at)s, %(actor_kind)s, %(actor_id)s,
+        %(actor_name)s, %(action)s, %(subject)s, %(via)s, %(ip)s, %(user_agent)s,
+        %(prev_hash)s, %(hash)s)
+
+-- name: list_audit
+-- One page of the organization's audit rows, newest first, before a seq, filtered.
+SELECT id, seq, at, actor_kind, actor_id, actor_name, action, subject, via, ip, user_agent,
+       prev_hash, hash
+  FROM audit_log
+ WHERE organization_id = %(organization_id)s
+   AND (%(actor)s::text IS NULL OR actor_id = %(actor)s OR actor_name = %(actor)s)
+   AND (%(action)s::text IS NULL OR action = %(action)s)
+   AND (%(subject)s::text IS NULL OR subject = %(subject)s)
+   AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+   AND (%(before)s::bigint IS NULL OR seq < %(before)s)
+ ORDER BY seq DESC
+ LIMIT %(limit)s
+
+-- name: audited_organizations
+-- Every organization with an audit chain or an anchor (the operator's `audit verify`).
+SELECT id FROM organizations o
+ WHERE EXISTS (SELECT 1 FROM audit_log l WHERE l.organization_id = o.id)
+    OR EXISTS (SELECT 1 FROM audit_anchors a WHERE a.organization_id = o.id)
+ ORDER BY id
+
+-- name: audit_anchor
+-- Where an organization's chain starts after retention (none: at seq 0, the zero hash).
+SELECT seq, hash FROM audit_anchors WHERE organization_id = %(organization_id)s
+
+-- name: audit_chain_page
+-- One organization's rows in chain order, after a seq (the operator's `audit verify`).
+SELECT id, organization_id, seq, at, actor_kind, actor_id, actor_name, action, subject, via,
+       ip, user_agent, prev_hash, hash
+  FROM audit_log
+ WHERE organization_id = %(organization_id)s AND seq > %(after)s
+ ORDER BY seq
+ LIMIT %(limit)s
