@@ -67,6 +67,12 @@ INSERT INTO spam_training (submission_id, organization_id, label, tokens, traine
 INSERT INTO dashboard_sessions (id_hash, organization_id, api_key_id, csrf_token)
     SELECT %(session)s, %(org)s, id, repeat('c', 32) FROM api_keys
      WHERE organization_id = %(org)s;
+INSERT INTO audit_anchors (organization_id, seq, hash, forgotten_at)
+    VALUES (%(org)s, 1, repeat('0', 64), now());
+INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor_name, action,
+                       subject, via, prev_hash, hash)
+    VALUES (%(aud)s, %(org)s, 2, now(), 'key', 'key_seed', 'seed', 'form.created', %(frm)s,
+            'api', repeat('0', 64), repeat('a', 64));
 """
 
 
@@ -102,6 +108,7 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "srt": new_id("srt"),
         "dlv3": new_id("dlv"),
         "rpl": new_id("rpl"),
+        "aud": new_id("aud"),
     }
     params: dict[str, object] = {
         **ids,
