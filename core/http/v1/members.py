@@ -18,7 +18,7 @@ from core.owner.roles import Actor, require
 from core.platform.queries import queries
 from core.platform.vocabulary import Role
 
-router = APIRouter(tags=["members"], responses=problems(401, 403, 503))
+router = APIRouter(tags=["members"], responses=problems(401, 403, 422, 503))
 _bearer = HTTPBearer(auto_error=False)
 
 

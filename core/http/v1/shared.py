@@ -36,7 +36,8 @@ _WHEN: dict[int, str] = {
     ),
     403: (
         "`ingest_key_only`: an ingest key (`pbs_…`) was used for anything but posting "
-        "events to its stream; `stream_closed`: the stream is not taking events"
+        "events to its stream; `stream_closed`: the stream is not taking events; "
+        "`forbidden`: the role may not do this"
     ),
     404: "`not_found`: no such object in this organization (or an id of the wrong shape)",
     405: "`method_not_allowed`: `Allow` lists the methods the path takes",
