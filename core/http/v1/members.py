@@ -15,7 +15,9 @@ from core.http.v1.shared import Page, PageDep, problems
 from core.owner import members
 from core.platform.vocabulary import Role
 
-router = APIRouter(tags=["members"], responses=problems(401, 403, 503), route_class=AuditedRoute)
+router = APIRouter(
+    tags=["members"], responses=problems(401, 403, 422, 503), route_class=AuditedRoute
+)
 
 
 class InvitationFields(BaseModel):

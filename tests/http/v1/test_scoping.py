@@ -17,7 +17,8 @@ from core.platform.ids import new_id
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from tests.support.api import EMAIL, WEBHOOK, api_client, assert_problem, create, served_operations
-from tests.support.builders import Tenant, make_tenant
+from tests.support.builders import Tenant, make_member, make_tenant
+from tests.support.settings import SENDER, with_settings
 from tests.support.submit import submit_client
 
 
@@ -33,6 +34,8 @@ OPERATIONS = _v1_operations()
 # "{spare_destination_id}" is replaced by a destination of the caller's own.
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/keys"): {"name": "k"},
+    ("POST", "/v1/members"): {"email": "new@example.com", "role": "viewer"},
+    ("PATCH", "/v1/members/{member_id}"): {"role": "viewer"},
     ("POST", "/v1/forms"): {"name": "F"},
     ("PATCH", "/v1/forms/{form_id}"): {"name": "Changed"},
     ("POST", "/v1/forms/{form_id}/schemas"): {"schema": {"type": "object"}},
@@ -162,6 +165,7 @@ async def _world(
         "spare_destination_id": spare["id"],
         "route_id": route["id"],
         "key_id": key["id"],
+        "member_id": await make_member(conn, who, role="operator"),
         "submission_id": receipt,
         "spam_submission_id": spam.json()["receipt"],
         "attachment_id": detail["attachments"][0]["id"],
@@ -212,11 +216,19 @@ def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 async def test_scoping__another_organizations_objects_are_404(
-    services: Services, conn: Conn, method: str, path: str
+    services: Services,
+    conn: Conn,
+    method: str,
+    path: str,
+    smtp_server: tuple[str, list[Any]],
 ) -> None:
     owner = await make_tenant(conn, name="Owner", plan="pro")
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
-    async with api_client(services) as client:
+    # Invitations are emailed (the `log` provider would refuse them).
+    mailed = with_settings(
+        services, email_provider="smtp", smtp_url=smtp_server[0], mail_from=SENDER
+    )
+    async with api_client(mailed) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)
         before = await _snapshot(client, owner, theirs)
