@@ -30,6 +30,10 @@ SEARCH_WORDS_BYTES = 100_000
 JSON_ACCEPT = {"Accept": "application/json"}
 POST_CHARS = 250_000  # each post's value: a 250 KB body, near the 256 KB limit
 
+# /health answers within this while the flood runs (measured 1.05 and 1.57 s in a full CI run
+# on 2 cores beside two other test workers; the stalls this guards against were many seconds).
+HEALTH_BOUND = 2.5
+
 
 def _value() -> str:
     """A value compression cannot shrink, so its stored bytes are its size."""
@@ -68,7 +72,7 @@ async def test_flood__one_client_stores_twice_the_rate_limit_then_429(
                         for _ in range(40)
                     )
                 )
-    assert watch.waits and watch.stall < 1.0, watch.waits
+    assert watch.waits and watch.stall < HEALTH_BOUND, watch.waits
     assert sorted(a.status_code for a in answers) == [201] * 20 + [429] * 20
     for refused in (a for a in answers if a.status_code == 429):
         assert refused.headers["content-type"] == "application/problem+json"
@@ -119,7 +123,7 @@ async def test_flood__over_quota_values_are_capped_per_month_then_429(
                         for n in range(posts)
                     )
                 )
-    assert watch.waits and watch.stall < 1.0, watch.waits
+    assert watch.waits and watch.stall < HEALTH_BOUND, watch.waits
     stored = [a for a in answers if a.status_code == 201]
     refused = [a for a in answers if a.status_code == 429]
     assert len(stored) + len(refused) == posts and fits - 2 <= len(stored) <= fits, len(stored)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -129,7 +130,7 @@ async def test_refusal_page__database_unreachable_is_a_503_page_with_retry_after
 
 @pytest.mark.slow
 def test_refusal_page__a_browser_posting_to_a_closed_form_reads_it_and_goes_back(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, smtp_server: tuple[str, list[Any]]
 ) -> None:
     from tests.http.dashboard.test_browser import (
         CHROMIUM_ARGS,
@@ -140,7 +141,7 @@ def test_refusal_page__a_browser_posting_to_a_closed_form_reads_it_and_goes_back
     )
 
     executable = _chromium()
-    with postbag(db_url, tmp_path) as app, other_origin() as site:
+    with postbag(db_url, tmp_path, smtp_server[0]) as app, other_origin() as site:
 
         async def closed_form() -> str:
             conn = await connect(db_url)

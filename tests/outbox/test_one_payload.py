@@ -12,9 +12,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.owner.organizations import create_organization
 from core.platform.db import Conn, connect
 from core.platform.migrate import MIGRATIONS_DIR, migrate
-from tests.support.builders import make_destination, make_form, make_route, make_tenant, setup_form
+from tests.support.builders import (
+    Tenant,
+    make_destination,
+    make_form,
+    make_route,
+    setup_form,
+)
 from tests.support.cli import serving, subprocess_env
 from tests.support.hostile import health_watch
 from tests.support.records import claimed, rows
@@ -102,7 +109,8 @@ async def test_migration__deliveries_written_with_a_payload_send_the_same_body(
             shutil.copy(path, earlier / path.name)
     async with await connect(empty_db_url) as conn:
         await migrate(conn, earlier)
-        tenant = await make_tenant(conn, plan="self_hosted")
+        # An organization without a key: keys have a role column only since 0030.
+        tenant = Tenant(await create_organization(conn, name="Acme", plan="self_hosted"), "")
         form = await make_form(conn, tenant, consent_field="agree")
         sub = "sub_01jexamp1eexamp1eexamp1e00"
         payload = {**OLD_PAYLOAD, "receipt": sub, "form": form}
