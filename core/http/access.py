@@ -15,12 +15,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import fastapi.routing
 from fastapi import Depends, FastAPI, Request
 from fastapi.params import Depends as DependsParam
 from fastapi.routing import APIRoute
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 
+from core.http.served import Served, served_routes
 from core.intake.visitor import client_address
 from core.owner import audit
 from core.owner.roles import Actor, Permission, require
@@ -117,8 +118,10 @@ def open_to_all() -> DependsParam:
     return declare(Rule(None), nobody)
 
 
-def rule_of(route: APIRoute) -> Rule | None:
-    """The rule a route declares, if any."""
+def rule_of(route: BaseRoute) -> Rule | None:
+    """The rule a route declares, if any (only an `APIRoute` declares one)."""
+    if not isinstance(route, APIRoute):
+        return None
     stack = [route.dependant]
     while stack:
         dependant = stack.pop()
@@ -129,33 +132,13 @@ def rule_of(route: APIRoute) -> Rule | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    """A route as the app serves it: its full path, methods and the route itself."""
-
-    path: str
-    methods: frozenset[str]
-    route: APIRoute
-
-
 def checked_routes(app: FastAPI) -> list[Served]:
     """The app's routes that must declare a rule: all of `/v1` and the dashboard's."""
-    # FastAPI >= 0.16x wraps included routers; `iter_route_contexts` flattens them.
-    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
-    pairs: list[tuple[Any, Any]] = (
-        [(route, route) for route in app.routes]
-        if iter_contexts is None
-        else [(ctx.original_route, ctx) for ctx in iter_contexts(app.routes)]
-    )
-    found = [
-        Served(str(served.path), frozenset(served.methods or ()), original)
-        for original, served in pairs
-        if isinstance(original, APIRoute)
-    ]
     return [
         one
-        for one in found
-        if one.path.startswith("/v1/") or one.path == "/app" or one.path.startswith("/app/")
+        for one in served_routes(app.routes)
+        if isinstance(one.route, APIRoute)
+        and (one.path.startswith("/v1/") or one.path == "/app" or one.path.startswith("/app/"))
     ]
 
 

@@ -8,8 +8,9 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
-from starlette.routing import BaseRoute, compile_path
+from starlette.routing import compile_path
 
+from core.http.served import served_routes
 from core.platform.errors import (
     AlreadyMember,
     AlreadyReleased,
@@ -151,22 +152,12 @@ def http_error_response(exc: StarletteHTTPException, request: Request) -> JSONRe
     return problem(exc.status_code, code, str(exc.detail), headers=headers)
 
 
-def _served(routes: list[BaseRoute]) -> list[Any]:
-    """The app's routes with their full paths: FastAPI >= 0.16x wraps included routers, which
-    `iter_route_contexts` flattens (imported here: only a 405 needs it, not the cold start)."""
-    from fastapi import routing
-
-    iter_contexts = getattr(routing, "iter_route_contexts", None)
-    return list(routes) if iter_contexts is None else list(iter_contexts(routes))
-
-
 def _allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app serves at the request's path (a 405's `Allow`)."""
     methods: set[str] = set()
-    for route in _served(request.app.router.routes):
-        path, served = getattr(route, "path", None), getattr(route, "methods", None)
-        if path and served and compile_path(path)[0].fullmatch(request.url.path):
-            methods |= set(served)
+    for served in served_routes(request.app.router.routes):
+        if served.methods and compile_path(served.path)[0].fullmatch(request.url.path):
+            methods |= served.methods
     return sorted(methods - {"HEAD"})
 
 

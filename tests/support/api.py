@@ -10,6 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from core.http.api_app import create_api_app
+from core.http.served import served_routes
 from core.platform.services import Services
 from tests.support.builders import TELEGRAM_TOKEN, Tenant
 
@@ -25,17 +26,11 @@ TELEGRAM = {
 
 def served_operations(app: FastAPI) -> list[tuple[str, str]]:
     """Every (method, path) the app routes to an endpoint of its own (not the docs pages)."""
-    # FastAPI >= 0.16x wraps included routers; `iter_route_contexts` flattens them.
-    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
-    if iter_contexts is None:
-        routes = [(route, route) for route in app.routes]
-    else:
-        routes = [(ctx.original_route, ctx) for ctx in iter_contexts(app.routes)]
     return sorted(
-        (method, route.path)
-        for original, route in routes
-        if isinstance(original, fastapi.routing.APIRoute)
-        for method in route.methods
+        (method, served.path)
+        for served in served_routes(app.routes)
+        if isinstance(served.route, fastapi.routing.APIRoute)
+        for method in served.methods
     )
 
 

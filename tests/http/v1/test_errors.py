@@ -38,6 +38,7 @@ async def test_errors__unknown_path_method_and_malformed_json(
         not_an_object = await client.post("/v1/forms", json=["Contact"], headers=acme.headers)
     assert_problem(unknown, 404, "not_found")
     assert_problem(wrong_method, 405, "method_not_allowed")
+    assert wrong_method.headers["allow"] == "GET, POST"
     assert_problem(malformed, 422, "invalid_input")
     assert_problem(not_an_object, 422, "invalid_input")
 
