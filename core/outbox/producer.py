@@ -91,8 +91,9 @@ class Producer:
                 if not claims and not sending:
                     # A token due a moment ago too: a claim may have passed its destination
                     # over then (its row held by another statement).
+                    now = state.now()
                     token_at = await rates.next_token_at(
-                        conn, since=state.now() - timedelta(seconds=POLL)
+                        conn, now=now, since=now - timedelta(seconds=POLL)
                     )
                     if token_at is not None:
                         token_wait = (token_at - state.now()).total_seconds()

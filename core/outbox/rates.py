@@ -59,9 +59,10 @@ async def lower(
     return None if row is None else float(row["rate"])
 
 
-async def next_token_at(conn: Conn, *, since: datetime) -> datetime | None:
-    """When the soonest empty bucket gets its next token, of those due after `since`: rows
-    the claim passed over for their rate may be claimable then."""
-    cur = await conn.execute(queries["next_rate_token"], {"since": since})
+async def next_token_at(conn: Conn, *, now: datetime, since: datetime) -> datetime | None:
+    """When the soonest empty bucket gets its next token, of those due after `since` whose
+    destinations have deliveries due by `now`: rows the claim passed over for their rate
+    may be claimable then."""
+    cur = await conn.execute(queries["next_rate_token"], {"now": now, "since": since})
     row = await cur.fetchone()
     return None if row is None else row["at"]

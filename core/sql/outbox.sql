@@ -514,6 +514,12 @@ UPDATE destinations t
 RETURNING c.rate
 
 -- name: next_rate_token
--- The soonest time a destination whose bucket is empty gets its next token, after %(since)s
--- (a worker's next claim while rate-limited deliveries wait).
-SELECT min(rate_next_at) AS at FROM destinations WHERE rate_next_at > %(since)s
+-- The soonest time a destination whose bucket is empty gets its next token, after %(since)s,
+-- of those with deliveries due by %(now)s that its rate held back (a worker's next claim
+-- while they wait); an empty bucket with nothing due keeps no pass waiting.
+SELECT min(t.rate_next_at) AS at FROM destinations t
+ WHERE t.rate_next_at > %(since)s
+   AND EXISTS (SELECT FROM deliveries d
+                WHERE d.organization_id = t.organization_id AND d.destination_id = t.id
+                  AND d.status IN ('pending', 'failed') AND NOT d.held
+                  AND d.next_attempt_at <= %(now)s)

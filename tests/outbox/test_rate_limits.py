@@ -15,6 +15,7 @@ import pytest
 
 from core.outbox import rates
 from core.outbox import store as outbox
+from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
 from core.platform.db import Conn, connect
 from core.platform.services import Services
@@ -84,7 +85,7 @@ async def test_rate_limit__racing_claims_share_one_bucket_and_pass_over_no_one_e
     assert taken.count(limited) == 1
     assert len({claim.id for claims in racing for claim in claims}) == len(taken)
     # A millisecond late, so that the token is whole by then.
-    assert await rates.next_token_at(conn, since=now) == now + timedelta(seconds=1.001)
+    assert await rates.next_token_at(conn, now=now, since=now) == now + timedelta(seconds=1.001)
     # Until its next token the limited destination is passed over; the other is not.
     rest = await outbox.claim_due(conn, now=now + timedelta(seconds=0.9), limit=10, lease=LEASE)
     assert [claim.destination_id for claim in rest] == [free] * (5 - taken.count(free))
@@ -164,3 +165,25 @@ async def test_rate_limit__a_429_halves_it_for_a_while(
         "default": False,
         "current_per_second": 2,
     }
+
+
+async def test_rate_limit__an_empty_bucket_with_nothing_due_keeps_no_pass_waiting(
+    services: Services, conn: Conn
+) -> None:
+    arrivals = Arrivals()
+    with receiver(arrivals) as peer:
+        _, dst = await _limited(conn, peer.url, 1, per_second=0.25)
+        started = time.monotonic()
+        # A budget that leaves room for more claims (a pass claims while a send started now
+        # could end within it).
+        await Deliverer(services, options=WorkerOptions(timeout=2)).run_pass(
+            now=utcnow(), budget=30
+        )
+        took = time.monotonic() - started
+    [bucket] = await rows(conn, "SELECT rate_next_at FROM destinations WHERE id = %(id)s", id=dst)
+    assert len(arrivals.times) == 1
+    # The send emptied the bucket (its next token 4 s on), and nothing else is due to it:
+    # the pass ends with its send instead of waiting for that token.
+    assert bucket["rate_next_at"] is not None
+    assert (bucket["rate_next_at"] - utcnow()).total_seconds() > 1
+    assert took < 2, took

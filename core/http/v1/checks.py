@@ -8,7 +8,7 @@ from fastapi import Request
 from core.http.v1.auth import ScopeDep
 from core.platform.errors import InvalidInput, NotFound
 from core.platform.ids import is_id
-from core.platform.values import load_json
+from core.platform.values import check_storable, load_json
 
 # Path parameters and query parameters that name an object, with their id prefix.
 PATH_IDS = {
@@ -37,8 +37,10 @@ def _is_json(content_type: str | None) -> bool:
 
 async def check_request(request: Request, _scope: ScopeDep) -> None:
     """A malformed id in the path is `404 not_found` (no such object); in the query,
-    `422 invalid_input`; a JSON body with NUL, a lone surrogate, a non-finite number or
-    nesting past the limit is `422 unstorable_value` or `422 input_limit`."""
+    `422 invalid_input`; a query parameter with NUL is `422 unstorable_value` (no text the
+    database holds has one to compare with); a JSON body with NUL, a lone surrogate, a
+    non-finite number or nesting past the limit is `422 unstorable_value` or `422
+    input_limit`."""
     for name, prefix in PATH_IDS.items():
         value = request.path_params.get(name)
         if value is not None and not is_id(str(value), prefix):
@@ -51,6 +53,7 @@ async def check_request(request: Request, _scope: ScopeDep) -> None:
     ]
     if errors:
         raise InvalidInput("the request has invalid fields", errors)
+    check_storable({name: request.query_params.getlist(name) for name in request.query_params})
     if request.method in _BODY_METHODS and _is_json(request.headers.get("content-type")):
         body = await request.body()
         if body:

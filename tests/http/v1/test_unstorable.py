@@ -117,6 +117,24 @@ async def test_v1_unstorable__well_formed_ids_still_reach_the_endpoint(
     assert set(options.headers["allow"].replace(" ", "").split(",")) == {"GET", "PATCH", "DELETE"}
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/audit?actor=a%00b",
+        "/v1/audit?action=form.updated&subject=%00",
+        "/v1/submissions?q=ada%00",
+        "/v1/deliveries?status=sent&status=%00",
+    ],
+)
+async def test_v1_unstorable__a_nul_in_a_query_parameter_is_422(
+    services: Services, conn: Conn, path: str
+) -> None:
+    acme = await make_tenant(conn)
+    async with api_client(services) as client:
+        response = await client.get(path, headers=acme.headers)
+    assert_problem(response, 422, "unstorable_value")
+
+
 @pytest.mark.parametrize("resource", ["forms", "submissions", "deliveries", "alerts", "digests"])
 async def test_v1_unstorable__empty_cursor_is_the_first_page_and_a_nul_cursor_is_422(
     services: Services, conn: Conn, resource: str
