@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from core.http.server import configure_server_logging, run_server
 from core.platform.logs import log
 from core.platform.settings import production_settings
 from local.settings import listening_url
@@ -44,6 +43,9 @@ def main(args: argparse.Namespace) -> int:
 
     Without POSTBAG_PUBLIC_URL, the links the server hands out (submit URLs, snippets, the
     dashboard's) use where it listens, and it says so once at start."""
+    # Imported here: the apps are most of the CLI's start-up, which no other command needs.
+    from core.http.server import configure_server_logging, run_server
+
     settings = production_settings()
     configure_server_logging(settings.log_level)
     if PUBLIC_URL not in os.environ:

@@ -2,37 +2,34 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from openapi_spec_validator import validate
 
-from core.http.api_app import create_api_app
 from core.http.problems import _STATUS_AND_CODE
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import WEBHOOK, api_client, assert_problem, served_operations
+from tests.support.api import (
+    WEBHOOK,
+    api_client,
+    app_without_database,
+    assert_problem,
+    openapi_document,
+    served_operations,
+)
 from tests.support.builders import make_tenant
 
 PROBLEM = "application/problem+json"
 
 
-async def _document(services: Services) -> dict[str, Any]:
-    async with api_client(services) as client:
-        response = await client.get("/v1/openapi.json")  # public: no key needed
-    assert response.status_code == 200
-    document: dict[str, Any] = response.json()
-    return document
+def test_openapi__document_is_valid() -> None:
+    validate(openapi_document())
 
 
-async def test_openapi__document_is_valid(services: Services) -> None:
-    validate(await _document(services))
-
-
-async def test_openapi__lists_every_route_the_app_serves(services: Services) -> None:
-    document = await _document(services)
+def test_openapi__lists_every_route_the_app_serves() -> None:
+    document = openapi_document()
     served = {
         (method.lower(), path)
-        for method, path in served_operations(create_api_app(services))
+        for method, path in served_operations(app_without_database())
         if path.startswith("/v1/")
     }
     documented = {(method, path) for path, item in document["paths"].items() for method in item}
@@ -40,8 +37,8 @@ async def test_openapi__lists_every_route_the_app_serves(services: Services) -> 
     assert len(served) >= 20
 
 
-async def test_openapi__documents_bodies_and_problem_responses(services: Services) -> None:
-    document = await _document(services)
+def test_openapi__documents_bodies_and_problem_responses() -> None:
+    document = openapi_document()
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     for path, item in document["paths"].items():
         for method, operation in item.items():
@@ -64,8 +61,8 @@ async def test_openapi__documents_bodies_and_problem_responses(services: Service
     assert "409" in document["paths"]["/v1/forms/{form_id}/routes"]["post"]["responses"]
 
 
-async def test_openapi__every_list_is_a_typed_page(services: Services) -> None:
-    document = await _document(services)
+def test_openapi__every_list_is_a_typed_page() -> None:
+    document = openapi_document()
     schemas = document["components"]["schemas"]
     not_lists = {
         "/v1/usage",
@@ -87,8 +84,8 @@ async def test_openapi__every_list_is_a_typed_page(services: Services) -> None:
         assert item["properties"], path
 
 
-async def test_openapi__secrets_are_write_only(services: Services) -> None:
-    schemas = (await _document(services))["components"]["schemas"]
+def test_openapi__secrets_are_write_only() -> None:
+    schemas = openapi_document()["components"]["schemas"]
     for model in ("FormFields", "FormPatch", "DestinationFields", "DestinationPatch"):
         for name, prop in schemas[model]["properties"].items():
             if name in ("secret", "turnstile_secret"):
@@ -104,7 +101,7 @@ def test_docs__list_every_error_code_the_api_returns() -> None:
     assert not missing
 
 
-async def test_openapi__api_md_names_every_route_the_app_serves(services: Services) -> None:
+def test_openapi__api_md_names_every_route_the_app_serves() -> None:
     text = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
     named = {
         (method, re.sub(r"\{[^}]*\}", "{}", path))
@@ -113,7 +110,7 @@ async def test_openapi__api_md_names_every_route_the_app_serves(services: Servic
     }
     served = {
         (method, re.sub(r"\{[^}]*\}", "{}", path))
-        for method, path in served_operations(create_api_app(services))
+        for method, path in served_operations(app_without_database())
         if path.startswith("/v1/")
     }
     assert served - named == set()
@@ -122,7 +119,7 @@ async def test_openapi__api_md_names_every_route_the_app_serves(services: Servic
 async def test_openapi__destination_patch_takes_no_null_and_refuses_it(
     services: Services, conn: Conn
 ) -> None:
-    document = await _document(services)
+    document = openapi_document()
     patch = document["components"]["schemas"]["DestinationPatch"]["properties"]
     for name in ("name", "config", "secret", "enabled"):
         assert "anyOf" not in patch[name] and patch[name].get("type") != "null", name
@@ -134,8 +131,8 @@ async def test_openapi__destination_patch_takes_no_null_and_refuses_it(
     assert_problem(refused, 422, "invalid_input")
 
 
-async def test_openapi__destination_config_is_typed_by_type(services: Services) -> None:
-    document = await _document(services)
+def test_openapi__destination_config_is_typed_by_type() -> None:
+    document = openapi_document()
     fields = document["components"]["schemas"]["DestinationFields"]
     by_type = {
         rule["if"]["properties"]["type"]["const"]: rule["then"]["properties"]["config"]

@@ -13,7 +13,7 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services
-from tests.support.api import api_client
+from tests.support.api import api_client, openapi_document
 from tests.support.builders import add_schema, make_submission, setup_form
 from tests.support.records import rows
 from tests.support.submit import submit_client
@@ -215,12 +215,8 @@ async def test_events__next_cursor_passed_back_as_cursor_pages_through_each_even
     assert malformed.json()["code"] == "invalid_input"
 
 
-async def test_submissions__openapi_lists_the_routes(services: Services) -> None:
-    from openapi_spec_validator import validate
-
-    async with api_client(services, "pb_none") as api:
-        spec = (await api.get("/v1/openapi.json")).json()
-    validate(spec)
+def test_submissions__openapi_lists_the_routes() -> None:
+    spec = openapi_document()
     assert {
         "/v1/submissions",
         "/v1/submissions/export.csv",
