@@ -37,6 +37,34 @@ from tests.support.settings import SENDER, built_services
 SES_REGION = "eu-west-1"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        help="run the tests marked slow too (fault injection, processes); .ci/run does",
+    )
+
+
+def _runs_slow(config: pytest.Config) -> bool:
+    return bool(config.getoption("--slow")) or "slow" in (config.getoption("markexpr") or "")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _runs_slow(config):
+        return None
+    return "tests marked slow are deselected: ./local/test --slow runs them (as .ci/run does)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without `--slow` (or a `-m` naming them), the slow tests are deselected."""
+    if _runs_slow(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
 @pytest.fixture(scope="session")
 def admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
     url = os.environ.get("POSTBAG_TEST_DATABASE_URL")
