@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from core.destinations.http import close_shared_client
+
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 
 
@@ -76,6 +78,9 @@ def invoke(
         finally:
             if module is not None:
                 loop.run_until_complete(module.services.db.close())
+            # The sandbox's HTTP client (a test send, an invitation, a wake-up): a frozen
+            # sandbox keeps it, a closed loop must not leave it to the garbage collector.
+            loop.run_until_complete(close_shared_client())
             loop.close()
             asyncio.set_event_loop(None)
 
