@@ -257,25 +257,45 @@ async def test_scoping__another_organizations_objects_are_404(
         assert await _snapshot(client, owner, theirs) == before
 
 
-@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-async def test_scoping__the_same_call_on_the_callers_own_objects_succeeds(
-    services: Services,
-    conn: Conn,
-    method: str,
-    path: str,
-    smtp_server: tuple[str, list[Any]],
+def _own_order(operation: tuple[str, str]) -> tuple[int, int, bool, str]:
+    """Reads first, then changes (erasing last), then deletes, what others hang from last."""
+    method, path = operation
+    if method == "GET":
+        return (0, 0, False, path)
+    if method != "DELETE":
+        return (2 if path.endswith("/erase") else 1, 0, False, path)
+    parent = path.startswith(("/v1/forms/", "/v1/destinations/", "/v1/streams/"))
+    return (3, -path.count("/"), parent, path)
+
+
+async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Any]]
 ) -> None:
-    # So that the 404 above is the scope, not a body or a path the route refuses.
+    # So that each 404 above is the scope, not a body or a path the route refuses. One
+    # world takes the calls in an order that keeps what each needs; a call that still
+    # fails there (what an earlier call changed) is made again in a world of its own.
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
+    refused = {}
     async with api_client(_mailed(services, smtp_server)) as client:
         mine = await _world(client, services, conn, intruder)
-        own = await client.request(
-            method,
-            _fill(method, path, mine),
-            json=_body(method, path, mine),
-            headers=intruder.headers,
-        )
-    assert own.status_code < 300, own.text
+        for method, path in sorted(OPERATIONS, key=_own_order):
+            own = await client.request(
+                method,
+                _fill(method, path, mine),
+                json=_body(method, path, mine),
+                headers=intruder.headers,
+            )
+            if own.status_code >= 300:
+                fresh = await _world(client, services, conn, intruder)
+                own = await client.request(
+                    method,
+                    _fill(method, path, fresh),
+                    json=_body(method, path, fresh),
+                    headers=intruder.headers,
+                )
+            if own.status_code >= 300:
+                refused[method, path] = own.text
+    assert refused == {}
 
 
 async def test_scoping__a_route_to_another_organizations_destination_is_404(
