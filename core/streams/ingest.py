@@ -125,11 +125,13 @@ def canonical(event: EventIn) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def parse_event(raw: Any) -> tuple[EventIn, bytes]:
+def parse_event(raw: Any, *, storable: bool = False) -> tuple[EventIn, bytes]:
     """One posted event and its payload hash, or InvalidInput naming what is wrong
-    (UnstorableValue and InputLimit too): not storable, not of the event's shape, or over
-    64 KiB (its type, time and data as compact JSON)."""
-    check_storable(raw)
+    (UnstorableValue and InputLimit too): not storable (unless `storable` says it was
+    checked already), not of the event's shape, or over 64 KiB (its type, time and data as
+    compact JSON)."""
+    if not storable:
+        check_storable(raw)
     try:
         event = EventIn.model_validate(raw)
     except ValidationError as exc:
@@ -379,10 +381,12 @@ async def ingest(
     events: Sequence[Any],
     *,
     key: str | None = None,
+    storable: bool = False,
     now: datetime,
 ) -> Ingested:
     """Check and store `events` (parsed JSON, one per element) in one transaction. `key`
-    (an `Idempotency-Key`) stands for the id of an event posted alone without one."""
+    (an `Idempotency-Key`) stands for the id of an event posted alone without one;
+    `storable` says the events passed `check_storable` already (`load_json` checks them)."""
     stream = _kept_stream(services, caller, stream_id)
     if stream is None:
         stream = await _fresh_stream(services, caller, stream_id, now)
@@ -392,7 +396,7 @@ async def ingest(
     later: list[_Candidate] = []
     for index, raw in enumerate(events):
         try:
-            event, hashed = parse_event(raw)
+            event, hashed = parse_event(raw, storable=storable)
         except InvalidInput as exc:
             client_id = raw.get("id") if isinstance(raw, dict) else None
             shown = client_id if isinstance(client_id, str) and len(client_id) <= 255 else None
