@@ -15,6 +15,7 @@ import uvicorn
 from psycopg.rows import dict_row
 from starlette.types import ASGIApp
 
+from core.destinations.http import close_shared_client
 from core.platform.services import Services
 from tests.support.builders import Tenant, make_form, make_tenant
 from tests.support.settings import built_services
@@ -46,7 +47,12 @@ def served(
             while not server[0].started and not task.done():
                 await asyncio.sleep(0.02)
             started.set()
-            await task
+            try:
+                await task
+            finally:
+                # A test send opens this loop's HTTP client: closed with the loop, as
+                # `postbag serve` does, not left to the garbage collector (a warning).
+                await close_shared_client()
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()

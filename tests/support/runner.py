@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from core.destinations.http import close_shared_client
 from core.http.server import combined_app
 from core.platform.db import connect
 from tests.support.builders import Tenant, make_form, make_route_to, make_tenant
@@ -46,7 +47,10 @@ def serving(db_url: str, tmp_path: Path) -> Iterator[str]:
             )
             server = uvicorn.Server(config)
             servers.append(server)
-            await server.serve()
+            try:
+                await server.serve()
+            finally:
+                await close_shared_client()  # a send by hand opens it on this loop
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
