@@ -8,6 +8,7 @@ Below the harness, the fixtures more than one folder of tests asks for.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import shutil
@@ -79,7 +80,11 @@ def admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
     run = getattr(request.config, "workerinput", {}).get("testrunuid") or uuid.uuid4().hex
     home = Path(tempfile.gettempdir()) / f"postbag-test-pg-{run}"
     home.mkdir(mode=0o755, exist_ok=True)
-    server = get_server(home / "data", cleanup_mode="stop")
+    # One worker at a time: the first makes the data directory and starts the server, the
+    # others join it (pgserver's own check for the directory and its mkdir race otherwise).
+    with (home / "start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        server = get_server(home / "data", cleanup_mode="stop")
     yield server.get_uri()
     server.cleanup()
     handles = home / "data" / ".handle_pids.json"

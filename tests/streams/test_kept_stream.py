@@ -105,8 +105,10 @@ async def _downgrade_plan_over_its_quota(
     conn: Conn, tenant: Tenant, stream: dict[str, Any]
 ) -> None:
     await conn.execute(
+        # Shard 15 may hold the event posted before (each post counts in a shard at random).
         "INSERT INTO usage_counters (organization_id, month, shard, events) "
-        "VALUES (%s, %s, 15, 1000)",
+        "VALUES (%s, %s, 15, 1000) ON CONFLICT (organization_id, month, shard)"
+        " DO UPDATE SET events = usage_counters.events + 1000",
         (tenant.org, utcnow().date().replace(day=1)),
     )
     await conn.execute("UPDATE organizations SET plan = 'free' WHERE id = %s", (tenant.org,))
