@@ -1,12 +1,21 @@
 """`check_rules` reads every route of an app, included routers walked into, and refuses to
-build one with a `/v1` route or a page that declares no rule or would record no audit."""
+build one with a `/v1` route or a page that declares no rule or would record no audit; an
+ingest route refuses a rule that would."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi import APIRouter, FastAPI
 
-from core.http.access import AuditedRoute, check_rules, checked_routes, open_to_all
+from core.http.access import (
+    AuditedRoute,
+    Rule,
+    check_rules,
+    checked_routes,
+    declare,
+    open_to_all,
+)
+from core.http.v1.ingest import IngestRoute
 
 
 async def _nothing() -> dict[str, str]:
@@ -50,3 +59,19 @@ def test_check_rules__leaves_routes_outside_v1_and_app_alone() -> None:
     app = _app(router, "/elsewhere")
     check_rules(app)
     assert checked_routes(app) == []
+
+
+def test_ingest_route__refuses_a_rule_that_would_audit() -> None:
+    # An ingest route is handled by its endpoint alone: nothing would record the action.
+    router = APIRouter(route_class=IngestRoute)
+
+    async def caller() -> None:
+        return None
+
+    with pytest.raises(RuntimeError, match="audits nothing"):
+        router.add_api_route(
+            "/events",
+            _nothing,
+            methods=["POST"],
+            dependencies=[declare(Rule("operate", "event.posted"), caller)],
+        )
