@@ -57,6 +57,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tests.bench.submit import ENFORCED_SCHEMA, _free_port, _url
+from tests.support.cli import subprocess_env
 from tests.support.schemas import ref_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -380,8 +381,7 @@ class Server:
 
 
 def _env(url: str, workdir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
-    env.update(
+    env = subprocess_env(
         POSTBAG_DATABASE_URL=url,
         POSTBAG_SECRET_KEY=SECRET,
         POSTBAG_LOG_LEVEL="WARNING",

@@ -41,7 +41,8 @@ from psycopg.types.json import Jsonb
 
 from core.platform.ids import new_id
 from tests.bench.receiver import start_receiver
-from tests.bench.submit import ROOT, SECRET, _free_port, _url, pgbench
+from tests.bench.submit import SECRET, _free_port, _url, pgbench
+from tests.support.cli import subprocess_env
 
 BATCH = 500
 KEY = "pbs_bench-ingest-key-0123456789abcdef0123456789"
@@ -225,15 +226,12 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="postbag-bench-"))
     port = _free_port()
     receiver, hook_url = start_receiver()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
-    env.update(
+    env = subprocess_env(
         POSTBAG_DATABASE_URL=url,
         POSTBAG_SECRET_KEY=SECRET,
         POSTBAG_LOG_LEVEL="WARNING",
         POSTBAG_DB_POOL_MAX=str(args.pool_max),
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
-        # The runner imports this tree's code, not the one the environment was installed from.
-        PYTHONPATH=str(ROOT),
     )
     postbag = str(Path(sys.executable).parent / "postbag")
     runner = subprocess.Popen(

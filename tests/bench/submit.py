@@ -44,6 +44,7 @@ from psycopg.types.json import Jsonb
 
 from core.platform.ids import new_id
 from tests.bench.receiver import start_receiver
+from tests.support.cli import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "bench-secret-key-0123456789abcdef0123456789"
@@ -499,8 +500,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="postbag-bench-"))
     port = _free_port()
     receiver, hook_url = start_receiver()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
-    env.update(
+    env = subprocess_env(
         POSTBAG_DATABASE_URL=url,
         POSTBAG_SECRET_KEY=SECRET,
         POSTBAG_LOG_LEVEL="WARNING",

@@ -18,10 +18,14 @@ import httpx
 
 from tests.support.peers import closed_port
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for a `postbag` subprocess, without the parent's Postbag settings."""
+    """The environment for a `postbag` subprocess, without the parent's Postbag settings,
+    importing this tree's code (the editable install may point at another checkout)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSTBAG_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
 
