@@ -14,9 +14,8 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import SUBMITTED_AT, make_delivery, make_route_to, setup_form
-from tests.support.peers import receiver, status
+from tests.support.peers import free_port, receiver, status
 from tests.support.records import attempts, delivery
-from tests.support.runner import free_port
 from tests.support.settings import SENDER, with_settings
 
 FAST = WorkerOptions(timeout=2, margin=0.1)

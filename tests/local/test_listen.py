@@ -18,8 +18,8 @@ from core.platform.db import Conn
 from tests.local.test_cli import _wait_healthy
 from tests.support.builders import make_destination, make_form, make_tenant
 from tests.support.cli import Output, subprocess_env
+from tests.support.peers import free_port
 from tests.support.records import rows
-from tests.support.runner import free_port
 from tests.support.settings import TEST_SECRET_KEY
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAxMjM="

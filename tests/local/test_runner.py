@@ -23,7 +23,7 @@ from core.platform.services import Services
 from local.runner import serve
 from tests.local.test_cli import _wait_healthy
 from tests.support.cli import Output, subprocess_env
-from tests.support.runner import free_port
+from tests.support.peers import free_port
 
 
 def _postgres_pids(pgdata: Path) -> list[int]:

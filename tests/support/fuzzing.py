@@ -1,10 +1,10 @@
-"""For the fuzzers (synchronous hypothesis tests): an app served by a real uvicorn server on
-loopback from a thread of its own, and a tenant made outside any running loop."""
+"""For the fuzzers (synchronous hypothesis tests) and the seeded runner: an app served by a
+real uvicorn server on loopback from a thread of its own, and a tenant made outside any
+running loop."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from core.destinations.http import close_shared_client
 from core.platform.services import Services
 from tests.support.builders import Tenant, make_form, make_tenant
+from tests.support.peers import free_port
 from tests.support.settings import built_services
 
 
@@ -26,9 +27,7 @@ def served(
     db_url: str, tmp_path: Path, build: Callable[[Services], ASGIApp], *, pool_max: int = 4
 ) -> Iterator[str]:
     """The base URL of `build(services)` served until the block ends."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     started = threading.Event()
     server: list[uvicorn.Server] = []
 
@@ -41,6 +40,7 @@ def served(
                 log_config=None,
                 lifespan="off",
                 access_log=False,
+                timeout_graceful_shutdown=1,
             )
             server.append(uvicorn.Server(config))
             task = asyncio.create_task(server[0].serve())

@@ -123,11 +123,16 @@ def receiver(
         server.server_close()
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on."""
+def free_port() -> int:
+    """A loopback port nothing listens on, for a server to take (or a send to fail at)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    return free_port()
 
 
 def telegram_api(retry_after: int | None = None) -> Callable[[Request], Answer]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support.runner import free_port
+from tests.support.peers import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 # Server connections per database and user: far fewer than the clients, so they hop.

@@ -3,66 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import uvicorn
 
-from core.destinations.http import close_shared_client
 from core.http.server import combined_app
 from core.platform.db import connect
 from tests.support.builders import Tenant, make_form, make_route_to, make_tenant
 from tests.support.databases import create_database, database_url, drop_database
-from tests.support.settings import built_services
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serving(db_url: str, tmp_path: Path) -> Iterator[str]:
-    """uvicorn serving `combined_app` in a thread of its own; yields the base URL."""
-    port = free_port()
-    servers: list[uvicorn.Server] = []
-
-    async def serve() -> None:
-        async with built_services(db_url, tmp_path) as services:
-            config = uvicorn.Config(
-                combined_app(services),
-                host="127.0.0.1",
-                port=port,
-                lifespan="off",
-                log_config=None,
-                access_log=False,
-                timeout_graceful_shutdown=1,
-            )
-            server = uvicorn.Server(config)
-            servers.append(server)
-            try:
-                await server.serve()
-            finally:
-                await close_shared_client()  # a send by hand opens it on this loop
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not (servers and servers[0].started):
-        assert thread.is_alive() and time.monotonic() < deadline, "the runner did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        servers[0].should_exit = True
-        thread.join(timeout=30)
+from tests.support.fuzzing import served
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +74,7 @@ def seeded_world(admin_url: str, template: str, tmp_path: Path) -> Iterator[Worl
     db_url = database_url(admin_url, name)
     try:
         acme, other, form = asyncio.run(_seed(db_url))
-        with serving(db_url, tmp_path) as url:
+        with served(db_url, tmp_path, combined_app) as url:
             submission = submit(url, form, {"email": "ada@example.com", "message": "Hello"})
             delivery = asyncio.run(_kill_delivery(db_url, submission))
             yield World(url, acme, other, form, submission, delivery)
