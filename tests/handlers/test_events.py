@@ -7,24 +7,20 @@ import asyncio
 import base64
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from core.http.server import combined_app
 from core.platform.db import connect
-from core.platform.services import Services
 from tests.support.builders import make_form, make_tenant
 from tests.support.databases import Clones, database_url
+from tests.support.fuzzing import served
 from tests.support.lambdas import FakeContext, invoke, load_event
-from tests.support.settings import TEST_SECRET_KEY, built_services
+from tests.support.settings import TEST_SECRET_KEY
 
 FORM_ID = "frm_01j1ambda0mv1t1part0000000"
 COMPARED_HEADERS = (
@@ -75,55 +71,6 @@ def twin_databases(admin_url: str, clones: Clones) -> Iterator[tuple[str, str]]:
         clones.give_back(name)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Runner:
-    """The local runner's HTTP side on a thread of its own."""
-
-    def __init__(self, url: str, files: Path) -> None:
-        self.port = _free_port()
-        self._url, self._files = url, files
-        self._server: uvicorn.Server | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        async def serve() -> None:
-            async with built_services(self._url, self._files) as services:
-                assert isinstance(services, Services)
-                config = uvicorn.Config(
-                    combined_app(services),
-                    host="127.0.0.1",
-                    port=self.port,
-                    lifespan="off",
-                    log_config=None,
-                    access_log=False,
-                )
-                self._server = uvicorn.Server(config)
-                await self._server.serve()
-
-        asyncio.run(serve())
-
-    def __enter__(self) -> Runner:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1)
-                return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("the runner did not start")
-
-    def __exit__(self, *_: object) -> None:
-        assert self._server is not None
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-
-
 def _normalise_body(text: str, content_type: str) -> Any:
     # Two databases prepared a moment apart: ids and times differ, nothing else may.
     text = _TIMES.sub("<time>", _IDS.sub(lambda m: f"{m.group(1)}_*", text))
@@ -151,14 +98,14 @@ def _normalise(status: int, headers: dict[str, str], body: str) -> dict[str, Any
     }
 
 
-def _http_request(event: dict[str, Any], port: int) -> httpx.Response:
+def _http_request(event: dict[str, Any], base: str) -> httpx.Response:
     body = event.get("body") or ""
     content = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
     headers = {k: v for k, v in event["headers"].items() if k not in ("host", "content-length")}
     query = f"?{event['rawQueryString']}" if event.get("rawQueryString") else ""
     return httpx.request(
         event["requestContext"]["http"]["method"],
-        f"http://127.0.0.1:{port}{event['rawPath']}{query}",
+        f"{base}{event['rawPath']}{query}",
         content=content or None,
         headers=headers,
         timeout=30,
@@ -194,8 +141,9 @@ def test_recorded_event__same_answer_as_http_to_the_local_runner(
         body = base64.b64decode(body).decode()
     from_lambda = _normalise(answer["statusCode"], answer["headers"], body)
 
-    with Runner(http_db, tmp_path / "http-files") as runner:
-        response = _http_request(with_key(keys[1]), runner.port)
+    # The local runner's HTTP side, on a thread of its own.
+    with served(http_db, tmp_path / "http-files", combined_app) as base:
+        response = _http_request(with_key(keys[1]), base)
     from_http = _normalise(response.status_code, dict(response.headers), response.text)
 
     assert from_lambda == from_http
