@@ -3,9 +3,13 @@
 Every `/v1` route and dashboard page names its `Rule` in its decorator
 (`dependencies=[needs("configure", "form.updated")]`): the permission it needs and, for a
 change or a read of visitors' data, the audit action it records. The rule's dependency
-checks the actor's role (`core.owner.roles.require`, the one check); `AuditedRoute`
-records the action once the route has answered with success, before the answer is sent.
-`check_rules` refuses to build an app with a route that declares no rule.
+checks the actor's role (`core.owner.roles.require`, the one check). A change records its
+action in its own transaction: the route takes a `ChangeDep` (`core.owner.changes.Change`)
+and makes the change inside it, so the change and its audit row commit together or not at
+all. An action that changes nothing stored (a read of values, a test send) is recorded by
+`AuditedRoute` once the route has answered with success, before the answer is sent.
+`check_rules` refuses to build an app with a route that declares no rule, or a change that
+takes no `ChangeDep`.
 """
 
 import json
@@ -24,6 +28,7 @@ from starlette.routing import BaseRoute
 from core.http.served import Served, served_routes
 from core.intake.visitor import client_address
 from core.owner import audit
+from core.owner.changes import Acting, Change
 from core.owner.roles import Actor, Permission, require
 from core.platform.scope import OrgScope
 from core.platform.services import Services
@@ -49,6 +54,12 @@ class Access:
     scope: OrgScope
     actor: Actor
     origin: Origin
+
+    def acting(self) -> Acting:
+        """The actor as a change records it."""
+        return Acting(
+            self.scope, self.actor, self.origin.via, self.origin.ip, self.origin.user_agent
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +129,49 @@ def open_to_all() -> DependsParam:
     return declare(Rule(None), nobody)
 
 
+async def change_of(request: Request) -> Change:
+    """The change a route makes, recorded as its rule's action (its subject: the rule's
+    named parameter, else the last path parameter; a create names what it made)."""
+    rule: Rule | None = getattr(request.state, "rule", None)
+    found: Access | None = getattr(request.state, "access", None)
+    if rule is None or rule.action is None or found is None:
+        raise RuntimeError(f"{request.url.path}: a change needs a rule with an action")
+    subject = None
+    if rule.subject is not None:
+        subject = request.path_params.get(rule.subject) or request.query_params.get(rule.subject)
+    if subject is None and request.path_params:
+        subject = str(list(request.path_params.values())[-1])
+    services: Services = request.app.state.services
+    change = Change(services.db, found.acting(), rule.action, subject=subject)
+    request.state.change = change
+    return change
+
+
+ChangeDep = Annotated[Change, Depends(change_of)]
+
+
+def _dependants(route: APIRoute) -> Iterator[Any]:
+    stack = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        yield dependant
+        stack.extend(dependant.dependencies)
+
+
 def rule_of(route: BaseRoute) -> Rule | None:
     """The rule a route declares, if any (only an `APIRoute` declares one)."""
     if not isinstance(route, APIRoute):
         return None
-    stack = [route.dependant]
-    while stack:
-        dependant = stack.pop()
+    for dependant in _dependants(route):
         rule: Rule | None = getattr(dependant.call, _RULE, None)
         if rule is not None:
             return rule
-        stack.extend(dependant.dependencies)
     return None
+
+
+def makes_change(route: APIRoute) -> bool:
+    """Whether the route makes its change in a `Change` (takes a `ChangeDep`)."""
+    return any(dependant.call is change_of for dependant in _dependants(route))
 
 
 def checked_routes(app: FastAPI) -> list[Served]:
@@ -143,11 +185,12 @@ def checked_routes(app: FastAPI) -> list[Served]:
 
 
 def check_rules(app: FastAPI) -> None:
-    """Refuse an app with a `/v1` route or a page that declares no rule, or that would not
-    record its audit action."""
+    """Refuse an app with a `/v1` route or a page that declares no rule, that would not
+    record its audit action, or whose change would not record it in its own transaction."""
     for served in checked_routes(app):
         where = f"{sorted(served.methods)} {served.path}"
-        if rule_of(served.route) is None:
+        rule = rule_of(served.route)
+        if rule is None:
             raise RuntimeError(f"{where} declares no permission (core/http/access.py)")
         if not isinstance(served.route, AuditedRoute):
             raise RuntimeError(f"{where} is not an AuditedRoute (core/http/access.py)")
@@ -184,7 +227,10 @@ def _subject(request: Request, rule: Rule, response: Response, access: Access) -
 
 
 async def record_answer(request: Request, response: Response) -> None:
-    """Append the route's audit action for a successful answer."""
+    """Append the route's audit action for a successful answer, unless a `Change` of the
+    route's recorded it with the change."""
+    if getattr(request.state, "change", None) is not None:
+        return
     rule: Rule | None = getattr(request.state, "rule", None)
     found: Access | None = getattr(request.state, "access", None)
     named: str | None = getattr(request.state, "audit_action", None)
@@ -193,16 +239,7 @@ async def record_answer(request: Request, response: Response) -> None:
         return
     if rule.status is not None and response.status_code != rule.status:
         return
-    entry = audit.AuditEntry(
-        actor_kind=found.actor.kind,
-        actor_id=found.actor.id,
-        actor_name=found.actor.name,
-        action=action,
-        subject=_subject(request, rule, response, found),
-        via=found.origin.via,
-        ip=found.origin.ip,
-        user_agent=found.origin.user_agent,
-    )
+    entry = found.acting().entry(action, _subject(request, rule, response, found))
     services: Services = request.app.state.services
     async with services.db.scoped(found.scope) as conn:
         await audit.record(conn, found.scope, entry)
@@ -210,7 +247,8 @@ async def record_answer(request: Request, response: Response) -> None:
 
 class AuditedRoute(APIRoute):
     """A route that records its rule's audit action after a successful answer (before the
-    answer's body is sent: a streamed export is recorded as it starts)."""
+    answer's body is sent: a streamed export is recorded as it starts), unless its change
+    recorded it."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

@@ -26,6 +26,19 @@ from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.vocabulary import AuditActorKind, AuditVia
 
+# Actions that change nothing stored (reads of visitors' data, a destination's test send):
+# recorded as the answer goes out. Every other action is a change, recorded in the change's
+# own transaction (core/owner/changes.py).
+UNCHANGING = frozenset(
+    {
+        "submission.read",
+        "attachment.downloaded",
+        "export.downloaded",
+        "stream_event.listed",
+        "stream_event.read",
+        "destination.tested",
+    }
+)
 # The previous hash of an organization's first row.
 ZERO_HASH = "0" * 64
 _PAGE = 1000

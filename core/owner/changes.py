@@ -1,0 +1,105 @@
+"""A change's unit of work: one transaction holds the change and its audit row, and what
+must follow the commit (waking the deliverers) runs only once it has committed.
+
+Every change an owner or a visitor makes through `/v1`, the dashboard or `/mcp` runs in a
+`Change`: `async with change as conn:` opens the organization's scoped transaction; when
+the block ends without an error the audit row is appended in that same transaction, which
+then commits, and the after-commit calls run. An error anywhere, the audit append's
+included, rolls back the change too: the change and its audit row commit together or not
+at all (a client answered `503` may retry: nothing was made).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from core.owner import audit
+from core.owner.roles import Actor
+from core.platform.db import Conn, Database
+from core.platform.scope import OrgScope
+from core.platform.vocabulary import AuditVia
+
+
+@dataclass(frozen=True, slots=True)
+class Acting:
+    """Who acts for an organization, through which surface, and from where."""
+
+    scope: OrgScope
+    actor: Actor
+    via: AuditVia
+    ip: str | None
+    user_agent: str | None
+
+    def entry(self, action: str, subject: str | None) -> audit.AuditEntry:
+        """The audit row of `action` on `subject` by this actor."""
+        return audit.AuditEntry(
+            actor_kind=self.actor.kind,
+            actor_id=self.actor.id,
+            actor_name=self.actor.name,
+            action=action,
+            subject=subject,
+            via=self.via,
+            ip=self.ip,
+            user_agent=self.user_agent,
+        )
+
+
+class Change:
+    """One change by `acting`, recorded as `action` on `subject` (either may be set inside
+    the block: a create names what it made, a destination change that sets a new secret is
+    `destination.secret_rotated`)."""
+
+    def __init__(
+        self, db: Database, acting: Acting, action: str, *, subject: str | None = None
+    ) -> None:
+        self.db = db
+        self.acting = acting
+        self.action = action
+        self.subject = subject
+        self.recorded = False
+        self._after: list[Callable[[], Awaitable[None]]] = []
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._conn: Conn | None = None
+
+    @property
+    def scope(self) -> OrgScope:
+        return self.acting.scope
+
+    def after_commit(self, call: Callable[[], Awaitable[None]]) -> None:
+        """Run `call` once the change has committed (never when it rolls back)."""
+        self._after.append(call)
+
+    async def __aenter__(self) -> Conn:
+        if self._stack is not None or self.recorded:
+            raise RuntimeError(f"{self.action}: a change opens its transaction once")
+        stack = contextlib.AsyncExitStack()
+        self._conn = await stack.enter_async_context(self.db.scoped(self.acting.scope))
+        self._stack = stack
+        return self._conn
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        stack, conn = self._stack, self._conn
+        assert stack is not None and conn is not None
+        self._stack = self._conn = None
+        if error is None:
+            try:
+                subject = self.subject or self.acting.scope.organization_id
+                await audit.record(conn, self.acting.scope, self.acting.entry(self.action, subject))
+            except BaseException as failed:
+                if not await stack.__aexit__(type(failed), failed, failed.__traceback__):
+                    raise
+                return False
+        suppressed = bool(await stack.__aexit__(kind, error, traceback))
+        if error is None:
+            self.recorded = True
+            for call in self._after:
+                await call()
+        return suppressed
