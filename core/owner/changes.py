@@ -85,7 +85,7 @@ class Change:
         kind: type[BaseException] | None,
         error: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         stack, conn = self._stack, self._conn
         assert stack is not None and conn is not None
         self._stack = self._conn = None
@@ -94,12 +94,10 @@ class Change:
                 subject = self.subject or self.acting.scope.organization_id
                 await audit.record(conn, self.acting.scope, self.acting.entry(self.action, subject))
             except BaseException as failed:
-                if not await stack.__aexit__(type(failed), failed, failed.__traceback__):
-                    raise
-                return False
-        suppressed = bool(await stack.__aexit__(kind, error, traceback))
+                await stack.__aexit__(type(failed), failed, failed.__traceback__)
+                raise
+        await stack.__aexit__(kind, error, traceback)
         if error is None:
             self.recorded = True
             for call in self._after:
                 await call()
-        return suppressed

@@ -9,12 +9,12 @@ from datetime import datetime
 
 from psycopg.types.json import Jsonb
 
+from core.owner.changes import Change
 from core.platform.db import Conn, Database
 from core.platform.errors import NotFound, PostbagError
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
 from core.platform.vocabulary import DeliverySkipReason, EraseReason
 from core.spam.model import forget_erased
@@ -130,12 +130,13 @@ async def delete_objects(
 
 
 async def erase_submission(
-    services: Services, scope: OrgScope, submission_id: str, *, now: datetime
+    change: Change, submission_id: str, *, storage_url: str, now: datetime
 ) -> Erasure:
-    """The owner's erase: the values in one transaction, then the stored files' bytes."""
-    async with services.db.scoped(scope) as conn:
-        erasure = await erase_values(conn, scope, submission_id, now=now)
+    """The owner's erase: the values in the change's transaction (with its audit row), then
+    the stored files' bytes."""
+    async with change as conn:
+        erasure = await erase_values(conn, change.scope, submission_id, now=now)
     if erasure.storage_keys:
-        storage = storage_for(services.settings.storage_url)
-        await delete_objects(services.db, scope, storage, erasure.storage_keys, now=now)
+        storage = storage_for(storage_url)
+        await delete_objects(change.db, change.scope, storage, erasure.storage_keys, now=now)
     return erasure

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import (
     delivery_state,
@@ -235,12 +235,13 @@ async def erase_confirm(
     "/submissions/{submission_id}/erase", dependencies=[page_needs("operate", "submission.erased")]
 )
 async def erase(
-    services: ServicesDep, session: SessionDep, form: CheckedForm, submission_id: str
+    change: ChangeDep, services: ServicesDep, form: CheckedForm, submission_id: str
 ) -> Response:
-    scope, now = session.scope, utcnow()
     if form.get("confirm") != "yes":
         return see_other(f"/app/submissions/{submission_id}/erase")
-    await erase_submission(services, scope, submission_id, now=now)
+    await erase_submission(
+        change, submission_id, storage_url=services.settings.storage_url, now=utcnow()
+    )
     return see_other(f"/app/submissions/{submission_id}")
 
 

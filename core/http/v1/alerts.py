@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
@@ -69,8 +69,8 @@ async def list_alerts(
     responses=problems(404, 422),
 )
 async def acknowledge_alert(
-    alert_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, alert_id: str, scope: ScopeDep, now: NowDep
 ) -> dict[str, Any]:
     """Acknowledge an alert; the next dead delivery of its subject opens a new one."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         return await alerts.acknowledge(conn, scope, alert_id, now=now)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from core.destinations import sample
 from core.destinations.http import shared_client
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
@@ -90,10 +90,10 @@ async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep)
     responses=problems(404, 409, 422),
 )
 async def retry_delivery(
-    delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Queue a failed, dead or skipped delivery again now (same id and snapshot)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         retried = await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
     await wake_deliveries(services)
     return retried
@@ -132,15 +132,17 @@ class ReplayCount(BaseModel):
     },
 )
 async def replay_deliveries(
-    replay: ReplayFilter, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, replay: ReplayFilter, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> Replay | JSONResponse:
     """Queue again, at a bounded rate, the dead (or skipped, failed) deliveries a filter
     matches, each with its accepted snapshot; with `dry_run`, only count them (200)."""
-    async with services.db.scoped(scope) as conn:
-        if replay.dry_run:
+    if replay.dry_run:
+        async with services.db.scoped(scope) as conn:
             counted = await replays.count_replay(conn, scope, replay, now=now)
-            return JSONResponse(jsonable_encoder(ReplayCount(**counted)), status_code=200)
+        return JSONResponse(jsonable_encoder(ReplayCount(**counted)), status_code=200)
+    async with change as conn:
         started = Replay(**await replays.start_replay(conn, scope, replay, now=now))
+        change.subject = started.id
     if started.total:
         await wake_deliveries(services)
     return started

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from core.destinations.base import ValidationContext
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -154,13 +154,14 @@ def _context(services: Services) -> ValidationContext:
     responses=problems(402, 422),
 )
 async def create_destination(
-    body: DestinationFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, body: DestinationFields, scope: ScopeDep, services: ServicesDep
 ) -> CreatedDestination:
     """Create a destination; a webhook without `secret` gets a generated one, returned once."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         created = await destinations.create_destination(
             conn, scope, fields=body, ctx=_context(services)
         )
+        change.subject = created.destination["id"]
     return CreatedDestination(**_fields(created.destination), secret=created.generated_secret)
 
 
@@ -219,19 +220,19 @@ async def replay_offer(
     responses=problems(404, 422),
 )
 async def update_destination(
+    change: ChangeDep,
     destination_id: str,
     body: DestinationPatch,
     scope: ScopeDep,
     services: ServicesDep,
-    request: Request,
     now: NowDep,
 ) -> UpdatedDestination:
     """Change some fields; a new `secret` becomes the next secret version (rotation).
     `enabled: true` resumes a paused destination: what waited for it is sent, and `replay`
     counts what went dead or was skipped meanwhile (nothing is queued until you ask)."""
     if body.rotates_secret():
-        audit_as(request, action="destination.secret_rotated")
-    async with services.db.scoped(scope) as conn:
+        change.action = "destination.secret_rotated"
+    async with change as conn:
         row = await destinations.update_destination(
             conn, scope, destination_id=destination_id, patch=body, ctx=_context(services)
         )
@@ -248,7 +249,7 @@ async def update_destination(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_destination(destination_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def delete_destination(change: ChangeDep, destination_id: str, scope: ScopeDep) -> None:
     """Delete a destination and the routes to it; deliveries still queued to it end `skipped`."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await destinations.delete_destination(conn, scope, destination_id=destination_id)

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -84,12 +84,15 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_form(body: FormFields, scope: ScopeDep, services: ServicesDep) -> Form:
+async def create_form(
+    change: ChangeDep, body: FormFields, scope: ScopeDep, services: ServicesDep
+) -> Form:
     """Create a form (refused with `402 plan_limit` past the plan's form count)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await forms.create_form(
             conn, scope, fields=body, allow_http_redirect=services.settings.allow_private_targets
         )
+        change.subject = row["id"]
     return _form(row, services.settings)
 
 
@@ -116,10 +119,10 @@ async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form
     responses=problems(404, 422),
 )
 async def update_form(
-    form_id: str, body: FormPatch, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, form_id: str, body: FormPatch, scope: ScopeDep, services: ServicesDep
 ) -> Form:
     """Change some settings; fields left out keep their value; `turnstile_secret: null` = off."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await forms.update_form(
             conn,
             scope,
@@ -137,7 +140,7 @@ async def update_form(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def delete_form(change: ChangeDep, form_id: str, scope: ScopeDep) -> None:
     """Delete a form and its routes; its address answers `404` from now on."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await forms.delete_form(conn, scope, form_id=form_id)

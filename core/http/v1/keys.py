@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -54,14 +54,15 @@ class CreatedKey(Key):
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_key(body: KeyFields, access: AccessDep, services: ServicesDep) -> CreatedKey:
+async def create_key(change: ChangeDep, body: KeyFields, access: AccessDep) -> CreatedKey:
     """Create an API key with a role for the organization (`403 forbidden` above the
     caller's own role); store `key` now, it is never shown again."""
     scope = access.scope
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         new = await organizations.create_api_key(
             conn, scope, name=body.name, role=body.role, by=access.actor
         )
+        change.subject = new.id
     return CreatedKey(
         id=new.id,
         name=new.name,
@@ -90,8 +91,8 @@ async def list_keys(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Pa
     response_class=Response,
     responses=problems(404, 422),
 )
-async def revoke_key(key_id: str, access: AccessDep, services: ServicesDep) -> None:
+async def revoke_key(change: ChangeDep, key_id: str, access: AccessDep) -> None:
     """Revoke a key at once: its next request is `401` (a key may revoke itself, not a key
     above its own role)."""
-    async with services.db.scoped(access.scope) as conn:
+    async with change as conn:
         await organizations.revoke_api_key(conn, access.scope, key_id=key_id, by=access.actor)

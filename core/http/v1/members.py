@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -89,12 +89,10 @@ async def list_members(scope: ScopeDep, services: ServicesDep, page: PageDep) ->
     responses=problems(404, 409, 422),
     dependencies=[needs("manage_members", "member.role_changed")],
 )
-async def change_role(
-    member_id: str, body: RoleFields, scope: ScopeDep, services: ServicesDep
-) -> None:
+async def change_role(change: ChangeDep, member_id: str, body: RoleFields, scope: ScopeDep) -> None:
     """Give a member another role, from their next request on; the last owner cannot be
     demoted (`409 last_owner`)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await members.change_role(conn, scope, member_id=member_id, role=body.role)
 
 
@@ -105,8 +103,8 @@ async def change_role(
     responses=problems(404, 409),
     dependencies=[needs("manage_members", "member.removed")],
 )
-async def remove_member(member_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def remove_member(change: ChangeDep, member_id: str, scope: ScopeDep) -> None:
     """Remove a member from the organization: their sessions in it end at once. The last
     owner cannot leave (`409 last_owner`)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await members.remove_member(conn, scope, member_id=member_id)

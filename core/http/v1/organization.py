@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
@@ -43,9 +43,9 @@ async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organizati
     responses=problems(422),
 )
 async def update_organization(
-    body: NotifySettings, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, body: NotifySettings, scope: ScopeDep
 ) -> Organization:
     """Replace the notification addresses (at most 10; `[]` sends none)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         notify = await notifications.set_notify(conn, scope, settings=body)
     return Organization(id=scope.organization_id, notify=notify)

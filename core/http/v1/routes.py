@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -45,11 +45,12 @@ def _route(row: dict[str, Any]) -> Route:
     responses=problems(404, 409, 422),
 )
 async def create_route(
-    form_id: str, body: RouteFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, form_id: str, body: RouteFields, scope: ScopeDep
 ) -> Route:
     """Route the form's submissions to a destination (one live route per pair)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await routes.create_route(conn, scope, form_id=form_id, fields=body)
+        change.subject = row["id"]
     return _route(row)
 
 
@@ -72,10 +73,10 @@ async def list_routes(
     responses=problems(404, 422),
 )
 async def update_route(
-    route_id: str, body: RoutePatch, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, route_id: str, body: RoutePatch, scope: ScopeDep
 ) -> Route:
     """Change some settings; switching to `immediate` drops the digest period."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await routes.update_route(conn, scope, route_id=route_id, patch=body)
     return _route(row)
 
@@ -87,7 +88,7 @@ async def update_route(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_route(route_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def delete_route(change: ChangeDep, route_id: str, scope: ScopeDep) -> None:
     """Delete a route; deliveries already queued through it are kept."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await routes.delete_route(conn, scope, route_id=route_id)

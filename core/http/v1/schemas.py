@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -62,13 +62,13 @@ async def list_schemas(
     responses=problems(402, 404, 422),
 )
 async def add_schema(
-    form_id: str, body: SchemaFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, form_id: str, body: SchemaFields, scope: ScopeDep
 ) -> FormSchema:
     """Append version n+1 (source `manual`), which becomes the current schema. Refused with
     `invalid_schema` and the location when it is not a valid JSON Schema or is past a
     documented limit (size, remote or unresolvable references, reference cycles,
     composition depth and width, expanded size, patterns the linear-time engine refuses)."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await schemas.add_schema(conn, scope, form_id=form_id, schema=body.json_schema)
     return _schema(row)
 
@@ -80,11 +80,11 @@ async def add_schema(
     responses=problems(402, 404, 422),
 )
 async def adopt_schema(
-    form_id: str, version: int, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, form_id: str, version: int, scope: ScopeDep
 ) -> FormSchema:
     """Make a version (a suggestion, or an earlier version) the current schema: appends a
     `manual` version with its content."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await schemas.adopt_schema(conn, scope, form_id=form_id, version=version)
     return _schema(row)
 

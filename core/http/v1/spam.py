@@ -8,7 +8,7 @@ from datetime import datetime
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
@@ -64,8 +64,8 @@ async def form_spam(form_id: str, scope: ScopeDep, services: ServicesDep, now: N
     status_code=204,
     response_class=Response,
 )
-async def reset_spam_model(scope: ScopeDep, services: ServicesDep) -> None:
+async def reset_spam_model(change: ChangeDep, scope: ScopeDep) -> None:
     """Forget everything the organization's learned filter was taught; it judges again
     once trained anew."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await reset_model(conn, scope.organization_id)

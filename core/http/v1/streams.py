@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
@@ -165,13 +165,12 @@ def _schema(row: dict[str, Any]) -> StreamSchema:
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_stream(
-    body: StreamFields, scope: ScopeDep, services: ServicesDep
-) -> CreatedStream:
+async def create_stream(change: ChangeDep, body: StreamFields, scope: ScopeDep) -> CreatedStream:
     """Create a stream (refused with `402 plan_limit` past the plan's streams), with its
     first ingest key: store `ingest_key.key` now, it is never shown again."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row, key = await streams.create_stream(conn, scope, fields=body)
+        change.subject = row["id"]
     return CreatedStream.model_validate({**_stream(row).model_dump(), "ingest_key": _key(key)})
 
 
@@ -197,10 +196,10 @@ async def get_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> 
     responses=problems(404, 422),
 )
 async def update_stream(
-    stream_id: str, body: StreamPatch, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, body: StreamPatch, scope: ScopeDep
 ) -> Stream:
     """Change some settings; fields left out keep their value."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await streams.update_stream(conn, scope, stream_id=stream_id, patch=body)
     return _stream(row)
 
@@ -212,9 +211,9 @@ async def update_stream(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def delete_stream(change: ChangeDep, stream_id: str, scope: ScopeDep) -> None:
     """Delete a stream: its ingest keys stop working and its routes go at once."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await streams.delete_stream(conn, scope, stream_id=stream_id)
 
 
@@ -225,11 +224,12 @@ async def delete_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) 
     responses=problems(404, 422),
 )
 async def create_ingest_key(
-    stream_id: str, body: IngestKeyFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, body: IngestKeyFields, scope: ScopeDep
 ) -> CreatedIngestKey:
     """Another ingest key for the stream; `key` is shown in this response only."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         new = await streams.create_ingest_key(conn, scope, stream_id=stream_id, name=body.name)
+        change.subject = new.row["id"]
     return _key(new)
 
 
@@ -256,10 +256,10 @@ async def list_ingest_keys(
     responses=problems(404, 422),
 )
 async def revoke_ingest_key(
-    stream_id: str, ingest_key_id: str, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, ingest_key_id: str, scope: ScopeDep
 ) -> None:
     """Revoke an ingest key at once: its next event is `401`."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await streams.revoke_ingest_key(conn, scope, stream_id=stream_id, key_id=ingest_key_id)
 
 
@@ -285,11 +285,14 @@ async def list_stream_schemas(
     responses=problems(402, 404, 422),
 )
 async def add_stream_schema(
-    stream_id: str, body: StreamSchemaFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep,
+    stream_id: str,
+    body: StreamSchemaFields,
+    scope: ScopeDep,
 ) -> StreamSchema:
     """Append a schema version (for `event_type`, or the default); versions are never
     edited. `422 invalid_schema` past a limit of the schema engine."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await schemas.add_stream_schema(conn, scope, stream_id=stream_id, fields=body)
     return _schema(row)
 
@@ -311,11 +314,11 @@ class SuggestFields(BaseModel):
     responses=problems(402, 404, 422),
 )
 async def suggest_stream_schema(
-    stream_id: str, body: SuggestFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, body: SuggestFields, scope: ScopeDep
 ) -> StreamSchema:
     """Append a `suggested` version inferred from the newest 1,000 stored events (of
     `event_type`); it is never checked against until adopted."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await schemas.suggest_stream_schema(
             conn, scope, stream_id=stream_id, event_type=body.event_type
         )
@@ -329,10 +332,10 @@ async def suggest_stream_schema(
     responses=problems(402, 404, 422),
 )
 async def adopt_stream_schema(
-    stream_id: str, version: int, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, version: int, scope: ScopeDep
 ) -> StreamSchema:
     """Make a version (a suggestion) current for its event type: a `manual` copy of it."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await schemas.adopt_stream_schema(conn, scope, stream_id=stream_id, version=version)
     return _schema(row)
 
@@ -344,11 +347,15 @@ async def adopt_stream_schema(
     responses=problems(404, 409, 422),
 )
 async def create_route(
-    stream_id: str, body: StreamRouteFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep,
+    stream_id: str,
+    body: StreamRouteFields,
+    scope: ScopeDep,
 ) -> StreamRoute:
     """Send the stream's events (of `event_types`, with `include_statuses`) to a destination."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         row = await create_stream_route(conn, scope, stream_id=stream_id, fields=body)
+        change.subject = row["id"]
     return StreamRoute(**row)
 
 
@@ -375,10 +382,10 @@ async def list_stream_routes(
     responses=problems(404, 422),
 )
 async def delete_route(
-    stream_id: str, stream_route_id: str, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, stream_id: str, stream_route_id: str, scope: ScopeDep
 ) -> None:
     """Remove a route; deliveries already queued through it are kept."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await delete_stream_route(conn, scope, stream_id=stream_id, route_id=stream_route_id)
 
 
@@ -436,9 +443,13 @@ async def get_event(
     responses=problems(404, 422),
 )
 async def erase_event(
-    stream_id: str, event_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep,
+    stream_id: str,
+    event_id: str,
+    scope: ScopeDep,
+    now: NowDep,
 ) -> None:
     """Erase the event's data and every copy of it: unsent deliveries end `skipped`
     (`values_erased`), receivers' answers are dropped."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await events.erase_event(conn, scope, stream_id=stream_id, event_id=event_id, now=now)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, problems
@@ -157,10 +157,12 @@ async def submissions_get(
     responses=problems(404, 422),
 )
 async def submissions_erase(
-    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Erase values and files now; unsent deliveries end `skipped` (`values_erased`)."""
-    await erase_submission(services, scope, submission_id, now=now)
+    await erase_submission(
+        change, submission_id, storage_url=services.settings.storage_url, now=now
+    )
     async with services.db.scoped(scope) as conn:
         return await get_submission(conn, scope, submission_id, now=now)
 
@@ -171,12 +173,12 @@ async def submissions_erase(
     responses=problems(404, 409, 422),
 )
 async def submissions_release(
-    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Release a quarantined or spam submission: it becomes `accepted` and the form's live
     routes that take accepted submissions get one delivery each, once (`409
     already_released` after). Answers the submission."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         review = await release_submission(
             conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
         )
@@ -192,11 +194,11 @@ async def submissions_release(
     responses=problems(404, 409, 422),
 )
 async def submissions_spam(
-    submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, submission_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Mark a submission as spam: unsent deliveries end `skipped` (`submission_spam`).
     Answers the submission."""
-    async with services.db.scoped(scope) as conn:
+    async with change as conn:
         await mark_spam(
             conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
         )

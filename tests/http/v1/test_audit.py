@@ -166,3 +166,54 @@ async def test_mcp_reads_of_values_are_recorded_as_mcp_with_the_callers_client(
         [row] = await _audit(client)
     assert (row["action"], row["subject"], row["via"]) == ("submission.read", receipt, "mcp")
     assert (row["ip"], row["user_agent"]) == ("127.0.0.1", "an-assistant/2")
+
+
+# A failure of the audit append after the change was made, as the database reports a lost
+# server (SQLSTATE 57P01): the app answers it as unavailable.
+_FAIL_AUDIT = """
+CREATE FUNCTION fail_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '57P01'; END $$;
+CREATE TRIGGER fail_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_audit();
+"""
+
+
+async def _stored(conn: Conn) -> dict[str, int]:
+    counted = await rows(
+        conn,
+        "SELECT (SELECT count(*) FROM forms WHERE deleted_at IS NULL) AS forms,"
+        " (SELECT count(*) FROM destinations WHERE deleted_at IS NULL) AS destinations,"
+        " (SELECT count(*) FROM api_keys WHERE revoked_at IS NULL) AS keys,"
+        " (SELECT count(*) FROM audit_log) AS audit",
+    )
+    return counted[0]
+
+
+async def test_a_change_and_its_audit_row_commit_together_or_not_at_all(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn)
+    calls = [
+        ("POST", "/v1/forms", {"name": "Survey"}, "form.created"),
+        ("POST", "/v1/destinations", WEBHOOK, "destination.created"),
+        ("POST", "/v1/keys", {"name": "ops", "role": "viewer"}, "key.created"),
+        ("DELETE", f"/v1/forms/{form}", None, "form.deleted"),
+    ]
+    async with api_client(services, tenant.key) as client:
+        for method, path, body, action in calls:
+            before = await _stored(conn)
+            await conn.execute(_FAIL_AUDIT)
+            failed = await client.request(method, path, json=body)
+            assert failed.status_code == 503, (path, failed.text)
+            assert failed.headers["retry-after"]
+            assert await _stored(conn) == before, path
+            await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+
+            made = await client.request(method, path, json=body)
+            assert made.is_success, (path, made.text)
+            after = await _stored(conn)
+            assert after["audit"] == before["audit"] + 1, path
+            [row] = await rows(
+                conn, "SELECT action, subject FROM audit_log ORDER BY seq DESC LIMIT 1"
+            )
+            subject = made.json()["id"] if made.status_code == 201 else form
+            assert (row["action"], row["subject"]) == (action, subject)
