@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from core.http.access import Rule, checked_routes, rule_of
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services
@@ -33,6 +34,17 @@ def _v1_operations() -> list[tuple[str, str]]:
 
 
 OPERATIONS = _v1_operations()
+
+
+def _audited() -> dict[tuple[str, str], Rule]:
+    """The rule of each `/v1` operation that records an audit action."""
+    found = {}
+    for served in checked_routes(app_without_database()):
+        rule = rule_of(served.route)
+        if rule is not None and rule.action is not None:
+            found.update({(method, served.path): rule for method in served.methods})
+    return found
+
 
 # A valid body per writing operation, so a 404 can only come from scoping, not validation.
 # "{spare_destination_id}" is replaced by a destination of the caller's own.
@@ -274,11 +286,15 @@ async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
     # So that each 404 above is the scope, not a body or a path the route refuses. One
     # world takes the calls in an order that keeps what each needs; a call that still
     # fails there (what an earlier call changed) is made again in a world of its own.
+    # Each call that succeeds leaves exactly the audit rows its rule declares: one for a
+    # change or a read of values, none for any other read.
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
-    refused = {}
+    audited = _audited()
+    refused, recorded = {}, {}
     async with api_client(_mailed(services, smtp_server)) as client:
         mine = await _world(client, services, conn, intruder)
         for method, path in sorted(OPERATIONS, key=_own_order):
+            trail = await _trail(conn, intruder)
             own = await client.request(
                 method,
                 _fill(method, path, mine),
@@ -287,6 +303,7 @@ async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
             )
             if own.status_code >= 300:
                 fresh = await _world(client, services, conn, intruder)
+                trail = await _trail(conn, intruder)
                 own = await client.request(
                     method,
                     _fill(method, path, fresh),
@@ -295,7 +312,24 @@ async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
                 )
             if own.status_code >= 300:
                 refused[method, path] = own.text
+                continue
+            rule = audited.get((method, path))
+            records = rule is not None and rule.status in (None, own.status_code)
+            added = (await _trail(conn, intruder))[len(trail) :]
+            if added != ([rule.action] if rule is not None and records else []):
+                recorded[method, path] = added
     assert refused == {}
+    assert recorded == {}
+    assert len(audited) >= 35
+
+
+async def _trail(conn: Conn, tenant: Tenant) -> list[str]:
+    """The organization's audit actions, oldest first."""
+    cur = await conn.execute(
+        "SELECT action FROM audit_log WHERE organization_id = %(org)s ORDER BY seq",
+        {"org": tenant.org},
+    )
+    return [row["action"] for row in await cur.fetchall()]
 
 
 async def test_scoping__a_route_to_another_organizations_destination_is_404(
