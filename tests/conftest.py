@@ -26,7 +26,6 @@ from aiosmtpd.smtp import Envelope
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from core.destinations import email as email_adapter
 from core.destinations.http import close_shared_client
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
@@ -182,13 +181,11 @@ def ses(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "AWS_DEFAULT_REGION": SES_REGION,
     }.items():
         monkeypatch.setenv(key, value)
-    email_adapter._ses_clients.clear()
     with mock_aws():
         boto3.client("ses", region_name=SES_REGION).verify_email_identity(EmailAddress=SENDER)
         from moto.ses.models import ses_backends
 
         yield ses_backends[DEFAULT_ACCOUNT_ID][SES_REGION]
-    email_adapter._ses_clients.clear()
 
 
 @pytest.fixture(params=["file", "s3"])

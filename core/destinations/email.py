@@ -27,6 +27,7 @@ from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import cut, message
 from core.platform.addresses import valid_address
+from core.platform.aws import SES, aws_client
 from core.platform.clock import utcnow
 from core.platform.logs import log
 from core.platform.settings import Settings
@@ -57,26 +58,11 @@ class EmailConfig(AdapterConfig):
     )
 
 
-_ses_clients: dict[str, Any] = {}
-
-
-def _ses_client() -> Any:
-    """One sesv2 client per process, imported and built on first use."""
-    if "client" not in _ses_clients:
-        import boto3
-        from botocore.config import Config
-
-        _ses_clients["client"] = boto3.client(
-            "sesv2", config=Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 1})
-        )
-    return _ses_clients["client"]
-
-
 def _send_ses(sender: str, to: list[str], subject: str, text: str, reply_to: str | None) -> Result:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        answer = _ses_client().send_email(
+        answer = aws_client("sesv2", SES).send_email(
             FromEmailAddress=sender,
             Destination={"ToAddresses": to},
             ReplyToAddresses=[reply_to] if reply_to else [],

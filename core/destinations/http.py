@@ -9,10 +9,13 @@ delivery, and how long it asks to wait. The outbox turns that into the next atte
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import Enum
+from typing import Any
 
 import aiohttp
 
@@ -165,3 +168,36 @@ def _error_name(exc: Exception) -> str:
     """`ServerDisconnectedError` → `server_disconnected_error` (a class name, never a message)."""
     name = type(exc).__name__
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A verification service's answer to a form POST (its first 16 KiB)."""
+
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+async def post_form(url: str, data: Mapping[str, str], *, timeout: float) -> Answer | None:
+    """One bounded form POST through the shared client (Turnstile's, hCaptcha's,
+    reCAPTCHA's siteverify, Akismet): the answer, or None when the service could not be
+    reached or did not answer within `timeout` seconds. Never raises for I/O."""
+    try:
+        async with asyncio.timeout(timeout):
+            async with shared_client().post(
+                url, data=dict(data), allow_redirects=False
+            ) as response:
+                return Answer(response.status, await response.content.read(_READ_LIMIT))
+    except (TimeoutError, aiohttp.ClientError):
+        return None

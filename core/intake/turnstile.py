@@ -6,7 +6,7 @@ submission (`turnstile_unavailable`) instead of refusing it, so nothing is lost.
 
 from __future__ import annotations
 
-import asyncio
+from core.destinations.http import post_form
 
 # The field the Turnstile widget adds to the form it sits in.
 TURNSTILE_FIELD = "cf-turnstile-response"
@@ -17,20 +17,10 @@ async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: 
     """None when the token verifies; else the quarantine reason. Never raises."""
     if not token:
         return "turnstile_failed"
-    # Imported here: only forms with a Turnstile secret need an HTTP client.
-    import httpx
-
-    try:
-        async with asyncio.timeout(TURNSTILE_TIMEOUT):
-            async with httpx.AsyncClient(timeout=TURNSTILE_TIMEOUT) as client:
-                response = await client.post(
-                    url, data={"secret": secret, "response": token, "remoteip": remote_ip}
-                )
-        if response.status_code != 200:
-            return "turnstile_unavailable"
-        body = response.json()
-    except (TimeoutError, httpx.HTTPError, ValueError):
-        return "turnstile_unavailable"
+    answer = await post_form(
+        url, {"secret": secret, "response": token, "remoteip": remote_ip}, timeout=TURNSTILE_TIMEOUT
+    )
+    body = answer.json() if answer is not None and answer.status == 200 else None
     if not isinstance(body, dict):
         return "turnstile_unavailable"
     return None if body.get("success") is True else "turnstile_failed"

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.platform.aws import Bounds, aws_client
 from core.platform.logs import log
 
 if TYPE_CHECKING:
@@ -94,18 +95,9 @@ def client_for(name: str) -> DeliverFunction:
     """The process's client for the function `name` at the endpoint the environment names,
     built on the first call (a handler builds it at import, so the cold start pays for
     boto3, not the first submit's bound)."""
-    key = (name, os.environ.get("AWS_ENDPOINT_URL_LAMBDA") or os.environ.get("AWS_ENDPOINT_URL"))
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_LAMBDA") or os.environ.get("AWS_ENDPOINT_URL")
+    key = (name, endpoint)
     if key not in _functions:
-        import boto3
-        from botocore.config import Config
-
-        client = boto3.client(
-            "lambda",
-            config=Config(
-                connect_timeout=INVOKE_TIMEOUT_SECONDS,
-                read_timeout=INVOKE_TIMEOUT_SECONDS,
-                retries={"total_max_attempts": 1},
-            ),
-        )
-        _functions[key] = DeliverFunction(name, client)
+        bounds = Bounds(connect=INVOKE_TIMEOUT_SECONDS, read=INVOKE_TIMEOUT_SECONDS, attempts=1)
+        _functions[key] = DeliverFunction(name, aws_client("lambda", bounds, endpoint_url=endpoint))
     return _functions[key]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from core.platform.aws import S3, aws_client
 from core.platform.errors import NotFound, StorageError
 
 CHUNK = 64 * 1024
@@ -91,17 +92,12 @@ class S3Storage:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
-        self._client: Any = None
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def client(self) -> Any:
-        if self._client is None:
-            import boto3  # lazily: only submissions with files need it
-
-            self._client = boto3.client("s3", endpoint_url=self.endpoint_url)
-        return self._client
+        return aws_client("s3", S3, endpoint_url=self.endpoint_url)
 
     async def put(self, key: str, path: Path, *, content_type: str) -> None:
         def upload() -> None:

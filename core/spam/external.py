@@ -1,16 +1,17 @@
 """External spam checks (docs/spam.md#external-checks): hCaptcha, reCAPTCHA v3 with a score
 threshold, and an Akismet-compatible content check, each on for a form when the owner gives
-its secret. Bounded like Turnstile: each call has EXTERNAL_TIMEOUT seconds, and a service
+its secret. Bounded like Turnstile: each call goes through the process's shared HTTP client
+(core/destinations/http.py) with EXTERNAL_TIMEOUT seconds, and a service
 that errs, answers something else or does not answer in time fails open into
 `quarantined` with a reason (`hcaptcha_unavailable`…), so nothing is lost and nothing waits
 long. The URLs are settings, so tests and self-hosters can point them elsewhere."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from core.destinations.http import post_form
 from core.intake.values import first_text
 from core.platform.settings import Settings
 from core.spam.config import SpamConfig
@@ -23,20 +24,6 @@ EXTERNAL_TIMEOUT = 2.0
 AKISMET_CONTENT = 10_000
 
 
-async def _post(url: str, data: Mapping[str, str]) -> Any:
-    """The answer of one bounded POST: the response, or None when the service could not be
-    reached or answered in time."""
-    # Imported here: only forms with an external check need an HTTP client.
-    import httpx
-
-    try:
-        async with asyncio.timeout(EXTERNAL_TIMEOUT):
-            async with httpx.AsyncClient(timeout=EXTERNAL_TIMEOUT) as client:
-                return await client.post(url, data=dict(data))
-    except (TimeoutError, httpx.HTTPError):
-        return None
-
-
 async def _siteverify(
     name: str, url: str, secret: str, token: str | None, client: str, min_score: float | None
 ) -> tuple[str, str] | None:
@@ -44,11 +31,9 @@ async def _siteverify(
     reCAPTCHA v3, scores at least `min_score`); else the quarantine and its reason."""
     if not token:
         return "quarantined", f"{name}_failed"
-    response = await _post(url, {"secret": secret, "response": token, "remoteip": client})
-    try:
-        body = response.json() if response is not None and response.status_code == 200 else None
-    except ValueError:
-        body = None
+    data = {"secret": secret, "response": token, "remoteip": client}
+    answer = await post_form(url, data, timeout=EXTERNAL_TIMEOUT)
+    body = answer.json() if answer is not None and answer.status == 200 else None
     if not isinstance(body, dict):
         return "quarantined", f"{name}_unavailable"
     if body.get("success") is not True:
@@ -101,13 +86,11 @@ async def external_verdict(
             if found:
                 return found
     if secrets.get("akismet_key"):
-        response = await _post(
-            app.akismet_url, _akismet_data(app, settings, secrets["akismet_key"], values, client)
-        )
-        ok = response is not None and response.status_code == 200
-        answer = response.text.strip() if ok else ""
-        if answer == "true":
+        data = _akismet_data(app, settings, secrets["akismet_key"], values, client)
+        answer = await post_form(app.akismet_url, data, timeout=EXTERNAL_TIMEOUT)
+        said = answer.text.strip() if answer is not None and answer.status == 200 else ""
+        if said == "true":
             return "spam", "akismet"
-        if answer != "false":
+        if said != "false":
             return "quarantined", "akismet_unavailable"
     return None
