@@ -13,13 +13,15 @@ from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, create
-from tests.support.builders import Tenant, make_tenant
-from tests.support.peers import Peer, hex_signature_matches, receiver, status
+from tests.support.builders import TELEGRAM_TOKEN, Tenant, make_tenant
+from tests.support.peers import Peer, hex_signature_matches, receiver, status, telegram_api
+from tests.support.settings import with_settings
 from tests.support.submit import submit_client
 
 FAST = WorkerOptions(timeout=1, margin=0.1)
 SECRET = "first-signing-secret-0123456789"
 ROTATED = "second-signing-secret-9876543210"
+NEW_BOT = "222222:BBBBbbbbBBBBbbbbBBBBbbbbBBBBbbbbBBB"
 
 
 async def _wired(services: Services, conn: Conn, url: str) -> tuple[Tenant, str, str]:
@@ -146,3 +148,49 @@ async def test_signing__a_delivery_queued_before_a_rotation_is_signed_with_the_c
     signature = request.headers["X-Postbag-Signature"]
     assert hex_signature_matches(ROTATED, request.body, signature)
     assert not hex_signature_matches(SECRET, request.body, signature)
+
+
+async def test_retry_by_hand__a_telegram_delivery_goes_to_the_current_chat_with_the_current_bot(
+    services: Services, conn: Conn
+) -> None:
+    with receiver(status(400)) as api:
+        bot = with_settings(services, telegram_api_url=api.url + "/")
+        acme = await make_tenant(conn, plan="pro")
+        async with api_client(bot, acme.key) as client:
+            form = await create(client, acme, "/v1/forms", {"name": "Contact"})
+            dst = await create(
+                client,
+                acme,
+                "/v1/destinations",
+                {
+                    "type": "telegram",
+                    "name": "Chat",
+                    "config": {"chat_id": "-100111"},
+                    "secret": TELEGRAM_TOKEN,
+                },
+            )
+            await create(
+                client, acme, f"/v1/forms/{form['id']}/routes", {"destination_id": dst["id"]}
+            )
+            receipt = await _submit(bot, form["id"], {"n": 1})
+            await _pass(bot)  # 400: dead at once
+            api.respond = telegram_api()
+            patched = await client.patch(
+                f"/v1/destinations/{dst['id']}",
+                json={"config": {"chat_id": "-100222"}, "secret": NEW_BOT},
+            )
+            assert patched.status_code == 200, patched.text
+            [line] = (await client.get("/v1/deliveries")).json()["data"]
+            assert (await client.post(f"/v1/deliveries/{line['id']}/retry")).status_code == 200
+            await _pass(bot)
+    first, second = api.requests
+    assert (first.path, json.loads(first.body)["chat_id"]) == (
+        f"/bot{TELEGRAM_TOKEN}/sendMessage",
+        "-100111",
+    )
+    assert (second.path, json.loads(second.body)["chat_id"]) == (
+        f"/bot{NEW_BOT}/sendMessage",
+        "-100222",
+    )
+    assert json.loads(second.body)["text"] == json.loads(first.body)["text"]
+    assert receipt in json.loads(second.body)["text"]
