@@ -6,22 +6,24 @@ module: its `Config`, whether and how it takes a secret, its attempt limit, how 
 is shown, whether routes may give it templates, how a digest is rendered for it, and how it
 sends. Nothing else names a type.
 
-The delivery snapshot is written at submit time and read by the worker, which hands an
-adapter `target`, `payload` and `ctx.template`:
+A delivery keeps what to send as it was accepted; where it goes is its destination's as
+it is at each attempt (the claim takes it: docs/delivery.md#where-an-attempt-goes). The
+worker hands an adapter `target`, `payload` and `ctx.template`:
 - `payload`: the webhook body (`event`, `receipt`, `form`, `submitted_at`, `test`,
   `values`, `labels`, `consent`, `attachments`, `meta`), built when the delivery is claimed
   from its submission's row (`values`, `meta`, `form_snapshot`, its attachments: the one
   copy of the values); a digest's is stored on its delivery (`deliveries.payload`), the
   type's `digest(summary)`. jsonb keeps no key order: `template.field_order` keeps the
   visitor's.
-- `target`: the destination's stored config (`stored(config)`) at submit time (webhook
-  `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`, a chat service's redacted
-  `{"url"}`).
+- `target`: the destination's stored config (`stored(config)`) when the attempt is
+  claimed (webhook `{"url"}`, email `{"to": [...]}`, telegram `{"chat_id"}`, a chat
+  service's redacted `{"url"}`); an acknowledgement's or a notice's, recorded with it.
 - `template`: `{"subject", "text", "labels", "field_order", "form_name"}` — the route's
   `{{field}}` templates (or null for the default text), stored on the delivery, with the
   form's name and labels (the submission's `form_snapshot`) and the visitor's field order.
-- `secret_version`: the destination secret version current at submit time (webhook
-  signing secret, Telegram bot token, a chat service's incoming-webhook URL), or null.
+- `secret_version`: the destination's newest secret version when the attempt is claimed
+  (webhook signing secret, Telegram bot token, a chat service's incoming-webhook URL), or
+  null.
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ class Adapter(Protocol):
         ...
 
     def stored(self, config: AdapterConfig) -> dict[str, Any]:
-        """The config as stored, read back and snapshot as a delivery's target (without
+        """The config as stored, read back and taken as each attempt's target (without
         what is the secret)."""
         ...
 
@@ -167,7 +169,7 @@ class Adapter(Protocol):
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
     ) -> Result:
-        """Send one delivery to its snapshot `target`; never raises for a peer's failure."""
+        """Send one delivery to `target`; never raises for a peer's failure."""
         ...
 
     async def test(
@@ -206,7 +208,7 @@ class BaseAdapter(ABC):
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
     ) -> Result:
-        """Send one delivery to its snapshot `target`; never raises for a peer's failure."""
+        """Send one delivery to `target`; never raises for a peer's failure."""
 
     async def test(
         self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext

@@ -83,8 +83,9 @@ async def get_delivery(conn: Conn, scope: OrgScope, delivery_id: str) -> dict[st
 async def retry_delivery(
     conn: Conn, scope: OrgScope, delivery_id: str, *, now: datetime
 ) -> dict[str, Any]:
-    """Queue a failed, dead or skipped delivery again now: same id and snapshot, attempts reset
-    (the caller wakes the deliverers once it has committed: `wake_deliveries`).
+    """Queue a failed, dead or skipped delivery again now: same id, receipt and template,
+    attempts reset; its attempt goes to the destination as it is then (the claim aims it).
+    The caller wakes the deliverers once it has committed (`wake_deliveries`).
 
     Refused, changing nothing, while it is being sent under a live lease, when its values
     are erased or expired, or its destination paused or removed.

@@ -1,7 +1,7 @@
 """Bulk replay: queue again, at a bounded rate, the deliveries a filter matches.
 
-Each matched delivery is queued with its accepted snapshot (the same id, receipt, target
-and secret version, attempts reset), as retry by hand does, due one after another at
+Each matched delivery is queued as retry by hand does (the same id, receipt and template,
+attempts reset; sent to its destination as it is at the attempt), due one after another at
 `per_second` (default 10), so a receiver that just recovered is not flooded and other
 organizations' deliveries keep their turn. Never a delivery whose values are erased or
 expired, whose submission is now spam, or whose destination is removed or paused.

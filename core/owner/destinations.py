@@ -1,8 +1,8 @@
 """Destinations: adapter-validated config, and write-only secrets kept as immutable versions.
 
-A secret is only ever appended (`destination_secrets`, one row per version); a delivery
-records the version current when its submission was accepted and signs with that one, so
-rotating a secret never changes what an already queued delivery sends.
+A secret is only ever appended (`destination_secrets`, one row per version); every attempt
+of a delivery, queued before the rotation or after, signs with the newest one, as it goes
+to the config as it is then (docs/delivery.md#where-an-attempt-goes).
 """
 
 from __future__ import annotations
@@ -372,7 +372,7 @@ async def delete_destination(conn: Conn, scope: OrgScope, *, destination_id: str
 async def current_secret(
     conn: Conn, scope: OrgScope, *, destination_id: str
 ) -> tuple[int, str] | None:
-    """The newest `(version, secret)` of a destination (what a new delivery records), if any."""
+    """The newest `(version, secret)` of a destination (what every attempt uses), if any."""
     cur = await conn.execute(
         queries["current_destination_secret"],
         {"destination_id": destination_id, "organization_id": scope.organization_id},
@@ -383,7 +383,7 @@ async def current_secret(
 
 @scoped
 async def secret_version(conn: Conn, scope: OrgScope, *, destination_id: str, version: int) -> str:
-    """The secret of one version (the one a queued delivery signs with)."""
+    """The secret of one version."""
     cur = await conn.execute(
         queries["destination_secret_version"],
         {

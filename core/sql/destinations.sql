@@ -98,14 +98,14 @@ UPDATE routes SET deleted_at = now(), updated_at = now()
    AND deleted_at IS NULL
 
 -- name: current_destination_secret
--- The newest secret version of a destination, deleted or not (new deliveries sign with it).
+-- The newest secret version of a destination, deleted or not (every attempt signs with it).
 SELECT version, secret FROM destination_secrets
  WHERE destination_id = %(destination_id)s AND organization_id = %(organization_id)s
  ORDER BY version DESC
  LIMIT 1
 
 -- name: destination_secret_version
--- One secret version of a destination (a delivery signs with the version it was queued with).
+-- One secret version of a destination (older versions stay, never used to send again).
 SELECT secret FROM destination_secrets
  WHERE destination_id = %(destination_id)s
    AND organization_id = %(organization_id)s

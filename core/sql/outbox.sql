@@ -187,9 +187,19 @@ picked AS (
 ),
 claimed AS (
     -- Re-checked under the lock: another worker may have claimed a row since our snapshot.
+    -- Each attempt is aimed at its destination as it is now: the destination's stored config
+    -- and newest secret version replace what the delivery recorded, so a URL, chat or
+    -- address its owner replaced (or a secret they rotated) is never used again, by an
+    -- automatic retry, a retry by hand or a replay alike (docs/delivery.md#where-an-attempt-goes).
+    -- A delivery without a destination (an acknowledgement, a notice) keeps its own.
     UPDATE deliveries d
        SET status = 'sending', attempts = d.attempts + 1, claim_token = gen_random_uuid(),
-           claimed_until = %(now)s + %(lease)s, updated_at = %(now)s
+           claimed_until = %(now)s + %(lease)s, updated_at = %(now)s,
+           target = coalesce((SELECT t.config FROM destinations t WHERE t.id = d.destination_id),
+                             d.target),
+           secret_version = CASE WHEN d.destination_id IS NULL THEN d.secret_version
+               ELSE (SELECT max(v.version) FROM destination_secrets v
+                      WHERE v.destination_id = d.destination_id) END
       FROM picked
      WHERE d.id = picked.id
        AND ((d.status IN ('pending', 'failed') AND NOT d.held AND d.next_attempt_at <= %(now)s)

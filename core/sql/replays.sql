@@ -56,8 +56,9 @@ INSERT INTO replays (id, organization_id, filter, total, per_second, created_at)
 VALUES (%(id)s, %(organization_id)s, %(filter)s, %(total)s, %(per_second)s, %(now)s)
 
 -- name: queue_replay_deliveries
--- Queue the matched deliveries again with their accepted snapshots (the same ids, attempts
--- reset, as retry by hand does), due one after another at `per_second`.
+-- Queue the matched deliveries again (the same ids, attempts reset, as retry by hand does;
+-- each attempt is aimed at the destination as it is then), due one after another at
+-- `per_second`.
 UPDATE deliveries d
    SET status = 'pending', attempts = 0, reason = NULL, held = false, throttled = false,
        claim_token = NULL, claimed_until = NULL, replay_id = %(replay_id)s,

@@ -92,7 +92,8 @@ async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep)
 async def retry_delivery(
     change: ChangeDep, delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
-    """Queue a failed, dead or skipped delivery again now (same id and snapshot)."""
+    """Queue a failed, dead or skipped delivery again now (same id and body), to its
+    destination as it is now."""
     async with change as conn:
         retried = await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
     await wake_deliveries(services)
@@ -135,7 +136,8 @@ async def replay_deliveries(
     change: ChangeDep, replay: ReplayFilter, scope: ScopeDep, services: ServicesDep, now: NowDep
 ) -> Replay | JSONResponse:
     """Queue again, at a bounded rate, the dead (or skipped, failed) deliveries a filter
-    matches, each with its accepted snapshot; with `dry_run`, only count them (200)."""
+    matches, each with its accepted body, to its destination as it is now; with `dry_run`,
+    only count them (200)."""
     if replay.dry_run:
         async with services.db.scoped(scope) as conn:
             counted = await replays.count_replay(conn, scope, replay, now=now)
