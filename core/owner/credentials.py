@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import secrets
+from datetime import datetime
 
 import pyotp
 from argon2 import PasswordHasher
@@ -83,10 +85,18 @@ def totp_uri(secret: str, email: str) -> str:
     return pyotp.TOTP(secret).provisioning_uri(name=email, issuer_name=TOTP_ISSUER)
 
 
-def totp_matches(secret: str, code: str) -> bool:
-    """Whether `code` is the secret's current code (or the one just before or after)."""
+def totp_step(secret: str, code: str, now: datetime) -> int | None:
+    """The time step whose code `code` is: the secret's current one, or the one just before
+    or after (the latest when two share a code); None when it is none of them."""
     code = code.replace(" ", "")
-    return len(code) == 6 and code.isdigit() and pyotp.TOTP(secret).verify(code, valid_window=1)
+    if len(code) != 6 or not code.isdigit():
+        return None
+    totp = pyotp.TOTP(secret)
+    current = totp.timecode(now)
+    for step in (current + 1, current, current - 1):
+        if hmac.compare_digest(totp.generate_otp(step), code):
+            return step
+    return None
 
 
 def new_recovery_codes() -> list[str]:

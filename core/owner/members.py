@@ -25,7 +25,7 @@ from core.owner.credentials import (
     password_problem,
     recovery_hash,
     token_hash,
-    totp_matches,
+    totp_step,
 )
 from core.owner.roles import ROLES, Actor
 from core.platform.addresses import valid_address
@@ -244,7 +244,7 @@ async def accept_invitation(
         invitation = await open_invitation(conn, token, now=now)
         member = await _one(conn, "member_by_email", {"email": invitation["address"]})
         if member is not None and member["password_hash"]:
-            member_id = await _check_credentials(conn, member, password, code, cost)
+            member_id = await _check_credentials(conn, member, password, code, cost, now)
         else:
             hashed = await hash_password(checked_password(password), cost)
             if member is None:
@@ -275,11 +275,26 @@ async def accept_invitation(
 # --- signing in ---------------------------------------------------------------------------
 
 
+async def _accept_totp(conn: Conn, member_id: str, secret: str, code: str, now: datetime) -> bool:
+    """Whether `code` is a code of the secret later than the last one accepted for the
+    member; its step is then recorded, in the statement that accepts it, so a code works
+    once (two clients sending it at once included) and an older one never again."""
+    step = totp_step(secret, code, now)
+    if step is None:
+        return False
+    return await _one(conn, "accept_totp_step", {"id": member_id, "step": step}) is not None
+
+
 async def _check_credentials(
-    conn: Conn, member: dict[str, Any] | None, password: str, code: str, cost: PasswordHashCost
+    conn: Conn,
+    member: dict[str, Any] | None,
+    password: str,
+    code: str,
+    cost: PasswordHashCost,
+    now: datetime,
 ) -> str:
-    """The member's id when the password (and, with TOTP on, the code or an unused recovery
-    code, which is then used up) is right; else Unauthenticated."""
+    """The member's id when the password (and, with TOTP on, a code not used before or an
+    unused recovery code, either then used up) is right; else Unauthenticated."""
     stored = member["password_hash"] if member else None
     if not await password_matches(stored, password, cost) or member is None:
         raise Unauthenticated(_WRONG)
@@ -288,7 +303,7 @@ async def _check_credentials(
         return str(member["id"])
     if not code.strip():
         raise Unauthenticated("enter the code from your authenticator app, or a recovery code")
-    if totp_matches(secret, code):
+    if await _accept_totp(conn, member["id"], secret, code, now):
         return str(member["id"])
     used = await _one(
         conn, "use_recovery_code", {"id": member["id"], "code_hash": recovery_hash(code)}
@@ -298,13 +313,21 @@ async def _check_credentials(
     return str(member["id"])
 
 
+async def sign_in_account(conn: Conn, email: str) -> str:
+    """What a sign-in with this address is throttled as: the member whose address it is (in
+    any case), or the address itself when it is no member's, counted alike."""
+    email = email.strip()[:320]
+    member = await _one(conn, "member_by_email", {"email": email})
+    return f"member {member['id']}" if member else f"address {email.lower()}"
+
+
 async def check_sign_in(
-    conn: Conn, *, email: str, password: str, code: str, cost: PasswordHashCost
+    conn: Conn, *, email: str, password: str, code: str, cost: PasswordHashCost, now: datetime
 ) -> tuple[str, str]:
     """The member and their first organization, for a right email, password and code;
     anything else is Unauthenticated, without saying whether the address is a member's."""
     member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
-    member_id = await _check_credentials(conn, member, password, code, cost)
+    member_id = await _check_credentials(conn, member, password, code, cost, now)
     return member_id, await first_organization(conn, member_id)
 
 
@@ -487,14 +510,15 @@ async def start_totp(conn: Conn, member_id: str) -> str:
     return secret
 
 
-async def confirm_totp(conn: Conn, member_id: str, code: str) -> list[str]:
-    """Turn TOTP on once a code of the pending secret is right; the recovery codes, shown
-    once (only their hashes are kept)."""
+async def confirm_totp(conn: Conn, member_id: str, code: str, *, now: datetime) -> list[str]:
+    """Turn TOTP on once a code of the pending secret is right (and accepted as a sign-in's
+    is: it cannot sign in afterwards); the recovery codes, shown once (only their hashes are
+    kept)."""
     async with conn.transaction():
         member = await _one(conn, "member_by_id", {"id": member_id})
         assert member is not None
         pending = member["totp_pending"]
-        if pending is None or not totp_matches(pending, code):
+        if pending is None or not await _accept_totp(conn, member_id, pending, code, now):
             raise InvalidInput(
                 "that code is not right; check the app's clock and try the next code",
                 [{"field": "code", "message": "not right"}],

@@ -1,19 +1,26 @@
-"""Throttling of failed sign-ins and bad API keys, per client, in Postgres.
+"""Throttling of sign-ins, password-reset links and bad API keys, in Postgres.
 
-Counts live in `auth_failures`, one row per kind, client and fixed WINDOW (aligned to the
-epoch), keyed by an HMAC of the client's address (an IPv6 client by its /64, which one
-subscriber usually holds whole). Over the kind's limit the client gets `429
-too_many_attempts` with `Retry-After`, the seconds left in the window.
+Counts live in `auth_failures`, one row per kind, counter and fixed WINDOW (aligned to the
+epoch). A counter is an HMAC of what is counted: a client's address (an IPv6 client by its
+/64, which one subscriber usually holds whole) or an account. Over a kind's limit the
+answer is `429 too_many_attempts` with `Retry-After`, the seconds left in the window.
 
-- Sign-in counts every attempt before the key is checked, in one atomic upsert, and gives
-  a successful one back. Past LIMITS["sign_in"] in a window an attempt's key is checked only
-  after OVER_LIMIT_DELAY, without holding a database connection meanwhile: a valid key
-  still signs in (others behind the same address are never locked out by whoever guesses
-  there), a wrong one is answered 429 with `Retry-After`. Guessing stays slow; a key's 256
-  random bits are what make it hopeless.
+An attempt is counted in one atomic statement before anything secret is checked
+(`count_attempt`), and past a limit it is refused without being checked: N guesses sent at
+once cost what N sent one after another do. A success is given back (`forgive`).
+
+- Sign-in (password, with its TOTP or recovery code) counts per client, then per account
+  (`sign_in`, `sign_in_account`): an attempt refused for its client is not counted on the
+  account. The account's limit is above the client's, so one address guessing never locks a
+  member out by itself; guesses from many addresses meet it.
+- Password-reset links count per client (`reset_link`): each use of a link that does not set
+  a password.
 - API keys count failures only (a valid key costs nothing here and is never throttled, so a
   neighbour behind the same address keeps working); a bad key over the limit is answered
   429 instead of 401.
+
+`count_attempt` and `forgive` are the general throttle: another guessable secret gets a kind
+of its own (vocabulary, LIMITS, the table's CHECK) and counts through them.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ from core.platform.queries import queries
 from core.platform.vocabulary import AuthFailureKind
 
 WINDOW = timedelta(minutes=10)
-# How long an attempt past the limit waits before its key is checked (seconds).
-OVER_LIMIT_DELAY = 2.0
-LIMITS: dict[AuthFailureKind, int] = {"sign_in": 10, "api_key": 20}
+LIMITS: dict[AuthFailureKind, int] = {
+    "sign_in": 10,
+    "sign_in_account": 20,
+    "reset_link": 10,
+    "api_key": 20,
+}
 WINDOW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
@@ -49,6 +59,11 @@ def throttle_client(address: str, key: bytes) -> bytes:
     return hmac.new(key, name.encode(), hashlib.sha256).digest()
 
 
+def throttle_account(account: str, key: bytes) -> bytes:
+    """The stored stand-in for a throttled account (see `members.sign_in_account`)."""
+    return hmac.new(key, f"account {account}".encode(), hashlib.sha256).digest()
+
+
 def _window(now: datetime) -> tuple[datetime, int]:
     """The start of `now`'s window and the whole seconds left in it (at least 1)."""
     start = WINDOW_EPOCH + WINDOW * ((now - WINDOW_EPOCH) // WINDOW)
@@ -56,52 +71,72 @@ def _window(now: datetime) -> tuple[datetime, int]:
     return start, max(left, 1)
 
 
-async def _count(conn: Conn, kind: AuthFailureKind, client: bytes, start: datetime) -> int:
-    cur = await conn.execute(
-        queries["count_auth_failure"],
-        {"kind": kind, "client_hash": client, "window_start": start},
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row["failures"])
-
-
-def _refused(kind: AuthFailureKind, retry_after: int) -> TooManyAttempts:
-    what = "failed sign-ins" if kind == "sign_in" else "invalid API keys"
-    return TooManyAttempts(f"too many {what} from this address; try again later", retry_after)
+Counter = tuple[AuthFailureKind, bytes]
 
 
 @dataclass(frozen=True, slots=True)
-class SignInTurn:
-    """A sign-in attempt as counted: whether it is within the client's limit, and the
-    seconds left in the window."""
+class Turn:
+    """An attempt as counted: the counters it was counted on and their window, whether it is
+    within every limit, and the seconds left in the window."""
 
+    counted: tuple[Counter, ...]
+    window_start: datetime
     within: bool
     retry_after: int
 
 
-async def count_sign_in(conn: Conn, client: bytes, *, now: datetime) -> SignInTurn:
-    """Count a sign-in attempt before its key is checked (one atomic upsert)."""
+async def count_attempt(
+    conn: Conn, first: Counter, *, then: Counter | None = None, now: datetime
+) -> Turn:
+    """Count an attempt before what it tries is checked (one atomic statement): on `first`
+    (a client), and on `then` (an account) only when within first's limit, so attempts
+    refused for their client use up no account's limit."""
     start, left = _window(now)
-    return SignInTurn(await _count(conn, "sign_in", client, start) <= LIMITS["sign_in"], left)
+    cur = await conn.execute(
+        queries["count_attempt"],
+        {
+            "kind": first[0],
+            "client_hash": first[1],
+            "window_start": start,
+            "limit": LIMITS[first[0]],
+            "then_kind": then[0] if then else None,
+            "then_hash": then[1] if then else None,
+        },
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    within = row["failures"] <= LIMITS[first[0]]
+    counted: tuple[Counter, ...] = (first,)
+    if then is not None and row["then_failures"] is not None:
+        counted += (then,)
+        within = row["then_failures"] <= LIMITS[then[0]]
+    return Turn(counted, start, within, left)
 
 
-async def forgive_sign_in(conn: Conn, client: bytes, *, now: datetime) -> None:
-    """Give back a successful sign-in's count: signing in never uses up the limit."""
-    start, _ = _window(now)
+async def forgive(conn: Conn, turn: Turn) -> None:
+    """Give back a successful attempt's counts: succeeding never uses up a limit."""
     await conn.execute(
-        queries["forgive_auth_attempt"],
-        {"kind": "sign_in", "client_hash": client, "window_start": start},
+        queries["forgive_attempt"],
+        {
+            "kinds": [kind for kind, _ in turn.counted],
+            "client_hashes": [key for _, key in turn.counted],
+            "window_start": turn.window_start,
+        },
     )
 
 
-def refused_sign_in(turn: SignInTurn) -> TooManyAttempts:
-    """What an attempt over the limit whose key was not valid is answered."""
-    return _refused("sign_in", turn.retry_after)
+async def count_sign_in(
+    conn: Conn, client: bytes, *, now: datetime, account: bytes | None = None
+) -> Turn:
+    """Count a sign-in attempt of the client (and, when given, to the account)."""
+    then: Counter | None = None if account is None else ("sign_in_account", account)
+    return await count_attempt(conn, ("sign_in", client), then=then, now=now)
 
 
 async def bad_api_key(conn: Conn, client: bytes, *, now: datetime) -> None:
     """Count a bad API key; raise TooManyAttempts when the client is over the limit."""
-    start, left = _window(now)
-    if await _count(conn, "api_key", client, start) > LIMITS["api_key"]:
-        raise _refused("api_key", left)
+    turn = await count_attempt(conn, ("api_key", client), now=now)
+    if not turn.within:
+        raise TooManyAttempts(
+            "too many invalid API keys from this address; try again later", turn.retry_after
+        )

@@ -108,8 +108,8 @@ AlertStatus = Literal["open", "acknowledged", "resolved"]
 # notifications.kind: what the organization's notification addresses are told.
 NotificationKind = Literal["destination.paused", "delivery.dead", "quota.reached"]
 
-# auth_failures.kind: what a throttled client failed at.
-AuthFailureKind = Literal["sign_in", "api_key"]
+# auth_failures.kind: what a throttled client (or account) attempted or failed at.
+AuthFailureKind = Literal["sign_in", "sign_in_account", "reset_link", "api_key"]
 
 # worker_heartbeats.tick
 TickName = Literal["deliver", "digest", "retention"]

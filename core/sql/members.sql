@@ -165,6 +165,13 @@ WITH old AS (DELETE FROM member_recovery_codes WHERE member_id = %(id)s)
 INSERT INTO member_recovery_codes (member_id, code_hash)
 SELECT %(id)s, unnest(%(hashes)s::bytea[])
 
+-- name: accept_totp_step
+-- Accept a TOTP code's time step once: recorded only when later than the last one accepted
+-- for the member, in this one statement (of two clients sending one code, one gets the row).
+UPDATE members SET totp_last_step = %(step)s
+ WHERE id = %(id)s AND (totp_last_step IS NULL OR totp_last_step < %(step)s)
+RETURNING id
+
 -- name: use_recovery_code
 -- Use a recovery code once: its row goes.
 DELETE FROM member_recovery_codes

@@ -1,4 +1,5 @@
-"""Throttling of failed sign-ins and bad API keys, per client, counted in Postgres."""
+"""Throttling of sign-ins (per client and per account), reset links and bad API keys, counted
+in Postgres; guesses sent at once race real database connections."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import asyncio
 import time
 
 import httpx
+import pyotp
 
 from core.http.dashboard.pages import SESSION_COOKIE, SIGN_IN_COOKIE
-from core.owner.throttle import OVER_LIMIT_DELAY, WINDOW, WINDOW_EPOCH
+from core.owner.credentials import new_token, token_hash
+from core.owner.throttle import WINDOW, WINDOW_EPOCH
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
@@ -24,12 +27,43 @@ EMAIL = "ada@example.test"
 PASSWORD = "correct horse battery"
 
 
-async def _sign_in(client: httpx.AsyncClient, password: str) -> httpx.Response:
+def _proxied(services: Services) -> Services:
+    """The app behind a trusted proxy: each request names its client in X-Forwarded-For."""
+    return with_settings(services, trusted_proxies=["127.0.0.1/32"])
+
+
+def _headers(client: int | None) -> dict[str, str]:
+    headers = {"Cookie": f"{SIGN_IN_COOKIE}={TOKEN}"}
+    if client is not None:
+        headers["X-Forwarded-For"] = f"198.51.100.{client}"
+    return headers
+
+
+async def _sign_in(
+    client: httpx.AsyncClient,
+    password: str,
+    address: int | None = None,
+    *,
+    email: str = EMAIL,
+    code: str = "",
+) -> httpx.Response:
+    """A sign-in (from 198.51.100.`address` when the app trusts the proxy)."""
     return await client.post(
         "/app/sign-in",
-        data={"csrf": TOKEN, "email": EMAIL, "password": password},
-        headers={"Cookie": f"{SIGN_IN_COOKIE}={TOKEN}"},
+        data={"csrf": TOKEN, "email": email, "password": password, "code": code},
+        headers=_headers(address),
     )
+
+
+async def _reset_link(conn: Conn, member_id: str) -> str:
+    """The path of a live reset link for the member, as /app/forgot emails it."""
+    token = new_token()
+    await conn.execute(
+        "INSERT INTO member_links (token_hash, member_id, kind, expires_at)"
+        " VALUES (%(hash)s, %(member)s, 'password_reset', now() + interval '1 hour')",
+        {"hash": token_hash(token), "member": member_id},
+    )
+    return f"/app/reset/{token}"
 
 
 async def _inside_one_window() -> None:
@@ -41,45 +75,100 @@ async def _inside_one_window() -> None:
         await asyncio.sleep(left + 0.1)
 
 
-async def test_sign_in__past_ten_failures_wrong_passwords_wait_then_429_and_the_right_one_works(
+async def test_sign_in__thirty_guesses_at_once_are_held_to_the_limit_then_a_right_one_is_refused(
     services: Services, conn: Conn
 ) -> None:
-    """Someone guessing behind a shared address slows their own guesses, and locks no one
-    out: a colleague's right password signs in (after the same wait)."""
+    """Guesses sent at once are counted before any is checked: ten are checked, the rest
+    refused unchecked; past the limit even the right password is refused (it would have
+    signed in), and a colleague at another address is not locked out."""
     acme = await make_tenant(conn)
     await make_member(conn, acme, email=EMAIL, password=PASSWORD)
     await _inside_one_window()
-    async with dashboard_client(services) as client:
-        answers = await asyncio.gather(*(_sign_in(client, f"wrong-{i:06}") for i in range(30)))
-        started = time.monotonic()
-        valid_now = await _sign_in(client, PASSWORD)
-        waited = time.monotonic() - started
-    statuses = sorted(a.status_code for a in answers)
-    assert statuses == [401] * 10 + [429] * 20
-    throttled = next(a for a in answers if a.status_code == 429)
-    assert 1 <= int(throttled.headers["retry-after"]) <= 600
-    assert "Too many sign-in attempts" in throttled.text
-    # Over the limit the right password is still checked, once the delay has passed.
-    assert valid_now.status_code == 303, valid_now.text
-    assert SESSION_COOKIE in valid_now.cookies
-    assert waited >= OVER_LIMIT_DELAY
+    async with dashboard_client(_proxied(services)) as client:
+        first = await asyncio.gather(*(_sign_in(client, f"wrong-{i:06}", 7) for i in range(30)))
+        guesses = [f"again-{i:06}" for i in range(29)] + [PASSWORD]
+        over = await asyncio.gather(*(_sign_in(client, guess, 7) for guess in guesses))
+        colleague = await _sign_in(client, PASSWORD, 8)
+    assert sorted(a.status_code for a in first) == [401] * 10 + [429] * 20
+    assert [a.status_code for a in over] == [429] * 30
+    assert 1 <= int(over[-1].headers["retry-after"]) <= 600
+    assert "Too many sign-in attempts" in over[-1].text
+    assert colleague.status_code == 303, colleague.text
+    assert SESSION_COOKIE in colleague.cookies
     cur = await conn.execute("SELECT count(*) AS n FROM dashboard_sessions")
     assert await cur.fetchone() == {"n": 1}
 
 
-async def test_sign_in__a_wait_past_the_limit_holds_no_database_connection(
-    services: Services,
+async def test_sign_in__guesses_from_many_addresses_at_once_are_held_to_the_account_limit(
+    services: Services, conn: Conn
 ) -> None:
-    """Twenty attempts waiting out their delay at once leave the pool free for everyone."""
+    """Thirty addresses guessing one account at once: twenty guesses are checked, whatever
+    the addresses; then the account's right password is refused from a new address, while
+    another member signs in from one of the guessing addresses."""
+    acme = await make_tenant(conn)
+    await make_member(conn, acme, email=EMAIL, password=PASSWORD)
+    await make_member(conn, acme, email="bob@example.test", password=PASSWORD)
     await _inside_one_window()
-    async with dashboard_client(services) as client:
-        await asyncio.gather(*(_sign_in(client, f"wrong-{i:06}") for i in range(11)))
-        waiting = asyncio.gather(*(_sign_in(client, f"again-{i:06}") for i in range(20)))
-        await asyncio.sleep(OVER_LIMIT_DELAY / 2)
-        busy = services.db.connection_counts()
-        answers = await waiting
-    assert sorted(a.status_code for a in answers) == [429] * 20
-    assert busy.get("in_use", 0) == 0, busy
+    async with dashboard_client(_proxied(services)) as client:
+        guesses = await asyncio.gather(
+            *(_sign_in(client, f"wrong-{i:06}", i) for i in range(1, 31))
+        )
+        right = await _sign_in(client, PASSWORD, 100)
+        other = await _sign_in(client, PASSWORD, 1, email="BOB@example.test")
+    assert sorted(a.status_code for a in guesses) == [401] * 20 + [429] * 10
+    assert right.status_code == 429 and "Too many sign-in attempts" in right.text
+    assert other.status_code == 303, other.text
+
+
+async def test_sign_in__totp_code_guesses_at_once_are_held_to_the_account_limit(
+    services: Services, conn: Conn
+) -> None:
+    """Who knows the password guesses codes from thirty addresses at once: twenty are
+    checked; then the right code is refused until the window ends."""
+    secret = pyotp.random_base32()
+    acme = await make_tenant(conn)
+    await make_member(conn, acme, email=EMAIL, password=PASSWORD, totp_secret=secret)
+    await _inside_one_window()
+    totp = pyotp.TOTP(secret)
+    near = {totp.at(time.time() + 30 * offset) for offset in (-1, 0, 1, 2)}
+    wrong = [code for code in (f"{n:06}" for n in range(100)) if code not in near][:30]
+    async with dashboard_client(_proxied(services)) as client:
+        guesses = await asyncio.gather(
+            *(_sign_in(client, PASSWORD, i, code=code) for i, code in enumerate(wrong, 1))
+        )
+        right = await _sign_in(client, PASSWORD, 100, code=totp.now())
+    assert sorted(a.status_code for a in guesses) == [401] * 20 + [429] * 10
+    assert all("not right" in a.text for a in guesses if a.status_code == 401)
+    assert right.status_code == 429, right.text
+
+
+async def test_reset_link__guesses_at_once_are_held_to_the_limit_per_client(
+    services: Services, conn: Conn
+) -> None:
+    """Thirty guessed reset links at once: ten are looked up, the rest refused; the guesser's
+    address is refused even a real link until the window ends, another address uses it."""
+    acme = await make_tenant(conn)
+    member = await make_member(conn, acme, email=EMAIL, password=PASSWORD)
+    link = await _reset_link(conn, member)
+    new = "a new horse battery staple"
+    form = {"csrf": TOKEN, "password": new, "repeat": new}
+    await _inside_one_window()
+    async with dashboard_client(_proxied(services)) as client:
+
+        async def post(path: str, n: int) -> httpx.Response:
+            return await client.post(path, data=form, headers=_headers(n))
+
+        guesses = await asyncio.gather(*(post(f"/app/reset/{new_token()}", 7) for _ in range(30)))
+        refused_page = await client.get(link, headers=_headers(7))
+        refused = await post(link, 7)
+        page = await client.get(link, headers=_headers(8))
+        used = await post(link, 8)
+    assert sorted(a.status_code for a in guesses) == [404] * 10 + [429] * 20
+    assert (refused_page.status_code, refused.status_code) == (429, 429)
+    assert "Too many attempts" in refused.text and 1 <= int(refused.headers["retry-after"]) <= 600
+    assert (page.status_code, used.status_code) == (200, 303)
+    cur = await conn.execute("SELECT count(*) AS n FROM member_links WHERE used_at IS NULL")
+    assert await cur.fetchone() == {"n": 0}
 
 
 async def test_sign_in__successes_do_not_use_up_the_limit(services: Services, conn: Conn) -> None:

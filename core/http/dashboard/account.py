@@ -116,7 +116,9 @@ async def confirm(
 ) -> Response:
     try:
         async with services.db.connection() as conn:
-            codes = await members.confirm_totp(conn, session.member_id, _field(form, "code"))
+            codes = await members.confirm_totp(
+                conn, session.member_id, _field(form, "code"), now=utcnow()
+            )
     except InvalidInput as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
     audit_as(request, subject=session.member_id)

@@ -1,11 +1,10 @@
 """Signing in and out of the dashboard: email, password and TOTP code (throttled per
-client), an invitation accepted, a password reset, and the one-time link `postbag dev`
-prints. Every form here is posted before a session exists: its CSRF token is a cookie of
-its own (`SIGN_IN_COOKIE`)."""
+client and per account), an invitation accepted, a password reset (guesses of its link
+throttled per client), and the one-time link `postbag dev` prints. Every form here is posted
+before a session exists: its CSRF token is a cookie of its own (`SIGN_IN_COOKIE`)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import secrets
 from typing import Any
@@ -28,9 +27,9 @@ from core.http.dashboard.pages import (
 from core.http.deps import ServicesDep, throttled_client
 from core.owner import members
 from core.owner.dashboard_sessions import close_session, load_session, open_session
-from core.owner.throttle import OVER_LIMIT_DELAY, count_sign_in, forgive_sign_in, refused_sign_in
+from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, throttle_account
 from core.platform.clock import utcnow
-from core.platform.errors import InvalidInput, NotFound, TooManyAttempts, Unauthenticated
+from core.platform.errors import InvalidInput, NotFound, Unauthenticated
 from core.platform.services import Services
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
@@ -118,46 +117,48 @@ def _sign_in_again(
     )
 
 
+def _too_many(response: Response, turn: Turn) -> Response:
+    response.headers["Retry-After"] = str(turn.retry_after)
+    return response
+
+
+def _minutes(turn: Turn) -> str:
+    return f"{math.ceil(turn.retry_after / 60)} minutes"
+
+
 @router.post("/sign-in", dependencies=[open_to_all()])
 async def sign_in(request: Request, services: ServicesDep) -> Response:
     form = await _public_form(request)
     email = _text(form, "email")
     client = throttled_client(request, services)
     async with services.db.connection() as conn:
-        turn = await count_sign_in(conn, client, now=utcnow())
-    if not turn.within:
-        # Past the limit: the password is checked, but only after a wait that holds no
-        # connection; right credentials still sign in, wrong ones are answered 429.
-        await asyncio.sleep(OVER_LIMIT_DELAY)
-    try:
-        async with services.db.connection() as conn:
-            try:
-                member_id, organization_id = await members.check_sign_in(
-                    conn,
-                    email=email,
-                    password=_text(form, "password"),
-                    code=_text(form, "code"),
-                    cost=services.settings.password_hash_cost,
-                )
-            except Unauthenticated:
-                if not turn.within:
-                    raise refused_sign_in(turn) from None
-                raise
-            if turn.within:
-                await forgive_sign_in(conn, client, now=utcnow())
-    except TooManyAttempts as exc:
-        response = _sign_in_again(
-            request,
-            services,
-            429,
-            "Too many sign-in attempts from your address. Try again in "
-            f"{math.ceil(exc.retry_after / 60)} minutes.",
-            email,
+        account = await members.sign_in_account(conn, email)
+        turn = await count_sign_in(
+            conn,
+            client,
+            now=utcnow(),
+            account=throttle_account(account, services.settings.require_secret_key()),
         )
-        response.headers["Retry-After"] = str(exc.retry_after)
-        return response
-    except Unauthenticated as exc:
-        return _sign_in_again(request, services, 401, f"{str(exc).capitalize()}.", email)
+        if not turn.within:
+            # Past a limit nothing is checked, not even a right password: guesses sent at
+            # once are held to the limit as guesses sent one by one are.
+            error = (
+                "Too many sign-in attempts from your address or to this account. Try again in "
+                f"{_minutes(turn)}."
+            )
+            return _too_many(_sign_in_again(request, services, 429, error, email), turn)
+        try:
+            member_id, organization_id = await members.check_sign_in(
+                conn,
+                email=email,
+                password=_text(form, "password"),
+                code=_text(form, "code"),
+                cost=services.settings.password_hash_cost,
+                now=utcnow(),
+            )
+        except Unauthenticated as exc:
+            return _sign_in_again(request, services, 401, f"{str(exc).capitalize()}.", email)
+        await forgive(conn, turn)
     return await _signed_in(request, services, member_id, organization_id)
 
 
@@ -254,17 +255,44 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
     return _public_page(request, services, "forgot.html", title="Reset your password", sent=True)
 
 
+async def _count_reset_link(request: Request, services: Services) -> Turn:
+    """Count a use of a reset link before its token is looked up (per client)."""
+    async with services.db.connection() as conn:
+        client = throttled_client(request, services)
+        return await count_attempt(conn, ("reset_link", client), now=utcnow())
+
+
+def _reset_refused(request: Request, services: Services, token: str, turn: Turn) -> Response:
+    page = _public_page(
+        request,
+        services,
+        "reset.html",
+        title="Set a password",
+        status_code=429,
+        token=token,
+        error=f"Too many attempts from your address. Try again in {_minutes(turn)}.",
+    )
+    return _too_many(page, turn)
+
+
 @router.get("/reset/{token}", dependencies=[open_to_all()])
 async def reset_page(request: Request, token: str, services: ServicesDep) -> Response:
+    turn = await _count_reset_link(request, services)
+    if not turn.within:
+        return _reset_refused(request, services, token, turn)
     async with services.db.connection() as conn:
         if not await members.reset_link_is_live(conn, token[:100], now=utcnow()):
             raise NotFound("this link was used, has expired, or does not exist")
+        await forgive(conn, turn)
     return _public_page(request, services, "reset.html", title="Set a password", token=token)
 
 
 @router.post("/reset/{token}", dependencies=[open_to_all()])
 async def reset(request: Request, token: str, services: ServicesDep) -> Response:
     form = await _public_form(request)
+    turn = await _count_reset_link(request, services)
+    if not turn.within:
+        return _reset_refused(request, services, token, turn)
     password = _text(form, "password")
     error = "The two passwords differ." if password != _text(form, "repeat") else None
     if error is None:
@@ -278,6 +306,7 @@ async def reset(request: Request, token: str, services: ServicesDep) -> Response
                     now=utcnow(),
                 )
                 organization_id = await members.first_organization(conn, member_id)
+                await forgive(conn, turn)
         except InvalidInput as exc:
             error = f"{str(exc).capitalize()}."
     if error:

@@ -249,7 +249,9 @@ async def test_totp__set_up_then_code_required_wrong_refused_recovery_code_works
         assert bad.status_code == 401 and "not right" in bad.text
         wrong_password = await _password_sign_in(client, email, "x" * 12, pyotp.TOTP(secret).now())
         assert wrong_password.status_code == 401
-        good = await _password_sign_in(client, email, PASSWORD, pyotp.TOTP(secret).now())
+        # The code that turned TOTP on is used up: the next one signs in.
+        after = pyotp.TOTP(secret).at(time.time() + 30)
+        good = await _password_sign_in(client, email, PASSWORD, after)
         assert good.status_code == 303
     async with dashboard_client(services) as client:
         recovered = await _password_sign_in(client, email, PASSWORD, codes[3].upper())
