@@ -63,6 +63,7 @@ class Change:
         self._after: list[Callable[[], Awaitable[None]]] = []
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: Conn | None = None
+        self._member_wide = False
 
     @property
     def scope(self) -> OrgScope:
@@ -72,11 +73,20 @@ class Change:
         """Run `call` once the change has committed (never when it rolls back)."""
         self._after.append(call)
 
+    def member_wide(self) -> Change:
+        """This change, made on the acting member's own rows (their sessions, their
+        two-factor sign-in), which span their organizations: its transaction runs as the
+        owner role rather than scoped to one organization; the audit row still goes to the
+        organization's chain."""
+        self._member_wide = True
+        return self
+
     async def __aenter__(self) -> Conn:
         if self._stack is not None or self.recorded:
             raise RuntimeError(f"{self.action}: a change opens its transaction once")
         stack = contextlib.AsyncExitStack()
-        self._conn = await stack.enter_async_context(self.db.scoped(self.acting.scope))
+        opened = self.db.transaction() if self._member_wide else self.db.scoped(self.scope)
+        self._conn = await stack.enter_async_context(opened)
         self._stack = stack
         return self._conn
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     CheckedForm,
@@ -51,9 +51,9 @@ async def sessions_page(request: Request, services: ServicesDep, session: Sessio
 
 @router.post("/sessions/{session_id}/end", dependencies=[page_needs("read", "session.revoked")])
 async def end_session(
-    services: ServicesDep, session: SessionDep, _form: CheckedForm, session_id: str
+    change: ChangeDep, session: SessionDep, _form: CheckedForm, session_id: str
 ) -> Response:
-    async with services.db.connection() as conn:
+    async with change.member_wide() as conn:
         await end_member_session(conn, session.member_id, session_id[:40])
     return see_other("/app/sign-in" if session_id == session.id else "/app/sessions")
 
@@ -112,25 +112,34 @@ async def start(services: ServicesDep, session: SessionDep, _form: CheckedForm) 
 
 @router.post("/two-factor/confirm", dependencies=[page_needs("read", "member.totp_enabled")])
 async def confirm(
-    request: Request, services: ServicesDep, session: SessionDep, form: CheckedForm
+    change: ChangeDep,
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    form: CheckedForm,
 ) -> Response:
+    change.subject = session.member_id
     try:
-        async with services.db.connection() as conn:
+        async with change.member_wide() as conn:
             codes = await members.confirm_totp(
                 conn, session.member_id, _field(form, "code"), now=utcnow()
             )
     except InvalidInput as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
-    audit_as(request, subject=session.member_id)
     return await _two_factor_page(request, services, session, recovery_codes=codes)
 
 
 @router.post("/two-factor/off", dependencies=[page_needs("read", "member.totp_disabled")])
 async def turn_off(
-    request: Request, services: ServicesDep, session: SessionDep, form: CheckedForm
+    change: ChangeDep,
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    form: CheckedForm,
 ) -> Response:
+    change.subject = session.member_id
     try:
-        async with services.db.connection() as conn:
+        async with change.member_wide() as conn:
             await members.turn_off_totp(
                 conn,
                 session.member_id,
@@ -139,5 +148,4 @@ async def turn_off(
             )
     except Unauthenticated as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
-    audit_as(request, subject=session.member_id)
     return see_other("/app/two-factor")

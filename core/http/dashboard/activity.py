@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
@@ -33,11 +33,9 @@ async def alerts_list(request: Request, services: ServicesDep, session: SessionD
 @router.post(
     "/alerts/{alert_id}/acknowledge", dependencies=[page_needs("operate", "alert.acknowledged")]
 )
-async def alert_ack(
-    services: ServicesDep, session: SessionDep, _posted: CheckedForm, alert_id: str
-) -> Response:
-    async with services.db.scoped(session.scope) as conn:
-        await alerts.acknowledge(conn, session.scope, alert_id, now=utcnow())
+async def alert_ack(change: ChangeDep, _posted: CheckedForm, alert_id: str) -> Response:
+    async with change as conn:
+        await alerts.acknowledge(conn, change.scope, alert_id, now=utcnow())
     return see_other("/app/alerts")
 
 

@@ -13,7 +13,7 @@ from core.destinations import sample
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.http import shared_client
 from core.destinations.registry import ADAPTERS
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.destination_fields import destination_form, posted_config, posted_rate
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page, target_text
@@ -116,7 +116,11 @@ async def destinations_list(
 
 @router.post("/destinations", dependencies=[page_needs("configure", "destination.created")])
 async def destination_create(
-    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
+    change: ChangeDep,
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    posted: CheckedForm,
 ) -> Response:
     kind = str(posted.get("type") or "")
     adapter = ADAPTERS.get(kind)
@@ -133,11 +137,11 @@ async def destination_create(
         fields = destinations.DestinationFields.model_validate(data)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         created = await destinations.create_destination(
-            conn, session.scope, fields=fields, ctx=_context(services)
+            conn, change.scope, fields=fields, ctx=_context(services)
         )
-    audit_as(request, subject=created.destination["id"])
+        change.subject = created.destination["id"]
     if created.generated_secret is not None:
         return await _show_secret_once(
             request, services, session, created.destination, created.generated_secret
@@ -149,6 +153,7 @@ async def destination_create(
     "/destinations/{destination_id}", dependencies=[page_needs("configure", "destination.updated")]
 )
 async def destination_update(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
@@ -165,9 +170,9 @@ async def destination_update(
     if "rate_per_second" in posted:
         data["rate_limit"] = posted_rate(posted)
     generated = None
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         found = await destinations.get_destination(
-            conn, session.scope, destination_id=destination_id
+            conn, change.scope, destination_id=destination_id
         )
         adapter = ADAPTERS[found["type"]]
         if posted.get("rotate") == "generate" and "secret" not in data:
@@ -184,9 +189,9 @@ async def destination_update(
         except ValidationError as exc:
             raise invalid_input(exc) from None
         if patch.rotates_secret():
-            audit_as(request, action="destination.secret_rotated")
+            change.action = "destination.secret_rotated"
         row = await destinations.update_destination(
-            conn, session.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
+            conn, change.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
         )
     if generated is not None:
         return await _show_secret_once(request, services, session, row, generated)
@@ -247,8 +252,8 @@ async def destination_delete_confirm(
     dependencies=[page_needs("configure", "destination.deleted")],
 )
 async def destination_delete(
-    services: ServicesDep, session: SessionDep, _posted: CheckedForm, destination_id: str
+    change: ChangeDep, _posted: CheckedForm, destination_id: str
 ) -> Response:
-    async with services.db.scoped(session.scope) as conn:
-        await destinations.delete_destination(conn, session.scope, destination_id=destination_id)
+    async with change as conn:
+        await destinations.delete_destination(conn, change.scope, destination_id=destination_id)
     return see_other("/app/destinations")

@@ -15,13 +15,13 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard import schemas
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
-from core.owner.dashboard_sessions import DashboardSession
+from core.owner.changes import Change
 from core.owner.form_settings import FormFields, FormPatch, fields_of
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
@@ -184,21 +184,19 @@ async def form_new(request: Request, services: ServicesDep, session: SessionDep)
 
 
 @router.post("/forms", dependencies=[page_needs("configure", "form.created")])
-async def form_create(
-    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
-) -> Response:
+async def form_create(change: ChangeDep, services: ServicesDep, posted: CheckedForm) -> Response:
     try:
         fields = FormFields.model_validate(_form_settings(posted))
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         row = await forms.create_form(
             conn,
-            session.scope,
+            change.scope,
             fields=fields,
             allow_http_redirect=services.settings.allow_private_targets,
         )
-    audit_as(request, subject=row["id"])
+        change.subject = row["id"]
     return see_other(f"/app/forms/{row['id']}")
 
 
@@ -244,31 +242,31 @@ async def form_detail(
 
 @router.post("/forms/{form_id}", dependencies=[page_needs("configure", "form.updated")])
 async def form_update(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
+    change: ChangeDep, services: ServicesDep, posted: CheckedForm, form_id: str
 ) -> Response:
     try:
         patch = FormPatch.model_validate(_changed_settings(posted))
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    return await _patch_form(services, session, form_id, patch)
+    return await _patch_form(change, services, form_id, patch)
 
 
 @router.post("/forms/{form_id}/accepting", dependencies=[page_needs("configure", "form.updated")])
 async def form_accepting(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
+    change: ChangeDep, services: ServicesDep, posted: CheckedForm, form_id: str
 ) -> Response:
     patch = FormPatch(accepting=posted.get("accepting") == "on")
-    return await _patch_form(services, session, form_id, patch)
+    return await _patch_form(change, services, form_id, patch)
 
 
 async def _patch_form(
-    services: Services, session: DashboardSession, form_id: str, patch: FormPatch
+    change: Change, services: Services, form_id: str, patch: FormPatch
 ) -> Response:
     """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         await forms.update_form(
             conn,
-            session.scope,
+            change.scope,
             form_id=form_id,
             patch=patch,
             allow_http_redirect=services.settings.allow_private_targets,
@@ -277,9 +275,7 @@ async def _patch_form(
 
 
 @router.post("/forms/{form_id}/routes", dependencies=[page_needs("configure", "route.created")])
-async def route_create(
-    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm, form_id: str
-) -> Response:
+async def route_create(change: ChangeDep, posted: CheckedForm, form_id: str) -> Response:
     mode = str(posted.get("mode") or "immediate")
     data: dict[str, Any] = {"destination_id": str(posted.get("destination_id") or ""), "mode": mode}
     if mode == "digest":
@@ -288,9 +284,9 @@ async def route_create(
         fields = routes.RouteFields.model_validate(data)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with services.db.scoped(session.scope) as conn:
-        made = await routes.create_route(conn, session.scope, form_id=form_id, fields=fields)
-    audit_as(request, subject=made["id"])
+    async with change as conn:
+        made = await routes.create_route(conn, change.scope, form_id=form_id, fields=fields)
+        change.subject = made["id"]
     return see_other(f"/app/forms/{form_id}")
 
 
@@ -299,8 +295,8 @@ async def route_create(
     dependencies=[page_needs("configure", "route.deleted")],
 )
 async def route_delete(
-    services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, route_id: str
+    change: ChangeDep, _posted: CheckedForm, form_id: str, route_id: str
 ) -> Response:
-    async with services.db.scoped(session.scope) as conn:
-        await routes.delete_route(conn, session.scope, route_id=route_id)
+    async with change as conn:
+        await routes.delete_route(conn, change.scope, route_id=route_id)
     return see_other(f"/app/forms/{form_id}")

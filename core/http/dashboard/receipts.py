@@ -24,6 +24,7 @@ from core.http.v1.submissions import submissions_attachment
 from core.outbox import deliveries
 from core.outbox.wakeup import wake_deliveries
 from core.owner import forms
+from core.owner.changes import Change
 from core.owner.roles import may
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
@@ -133,6 +134,7 @@ async def receipt(
     dependencies=[page_needs("operate", "delivery.retried")],
 )
 async def send_again(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
@@ -140,13 +142,12 @@ async def send_again(
     submission_id: str,
     delivery_id: str,
 ) -> Response:
-    scope = session.scope
     try:
-        async with services.db.scoped(scope) as conn:
-            found = await deliveries.get_delivery(conn, scope, delivery_id)
+        async with change as conn:
+            found = await deliveries.get_delivery(conn, change.scope, delivery_id)
             if found["submission"] != submission_id:
                 raise NotFound(f"no delivery {delivery_id}")
-            await deliveries.retry_delivery(conn, scope, delivery_id, now=utcnow())
+            await deliveries.retry_delivery(conn, change.scope, delivery_id, now=utcnow())
     except PostbagError as exc:
         if isinstance(exc, NotFound):
             raise
@@ -162,18 +163,18 @@ async def send_again(
 
 
 async def _review(
+    change: Change,
     request: Request,
     services: Services,
     session: SessionDep,
     submission_id: str,
     action: Callable[..., Awaitable[Review]],
 ) -> Response:
-    scope = session.scope
     try:
-        async with services.db.scoped(scope) as conn:
+        async with change as conn:
             review = await action(
                 conn,
-                scope,
+                change.scope,
                 submission_id,
                 now=utcnow(),
                 secret_key=services.settings.require_secret_key(),
@@ -198,13 +199,14 @@ async def _review(
     dependencies=[page_needs("operate", "submission.released")],
 )
 async def deliver_anyway(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
     _form: CheckedForm,
     submission_id: str,
 ) -> Response:
-    return await _review(request, services, session, submission_id, release_submission)
+    return await _review(change, request, services, session, submission_id, release_submission)
 
 
 @router.post(
@@ -212,13 +214,14 @@ async def deliver_anyway(
     dependencies=[page_needs("operate", "submission.marked_spam")],
 )
 async def mark_as_spam(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
     _form: CheckedForm,
     submission_id: str,
 ) -> Response:
-    return await _review(request, services, session, submission_id, mark_spam)
+    return await _review(change, request, services, session, submission_id, mark_spam)
 
 
 @router.get("/submissions/{submission_id}/erase", dependencies=[page_needs("operate")])

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
@@ -94,21 +94,25 @@ async def replay_form(
     )
 
 
-@router.post("/destinations/{destination_id}/replay", dependencies=[page_needs("operate")])
+@router.post(
+    "/destinations/{destination_id}/replay", dependencies=[page_needs("operate", "replay.started")]
+)
 async def replay_count_or_start(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
     posted: CheckedForm,
     destination_id: str,
 ) -> Response:
-    """`count` shows how many deliveries the filter matches; `confirm` queues them."""
+    """`count` shows how many deliveries the filter matches (changing nothing: the change is
+    not made, nothing is recorded); `confirm` queues them."""
     asked = _asked(destination_id, posted)
     shown = {"since": asked.since.date().isoformat(), "statuses": sorted(set(asked.status))}
     if posted.get("action") == "confirm":
-        async with services.db.scoped(session.scope) as conn:
-            started = await replays.start_replay(conn, session.scope, asked, now=utcnow())
-        audit_as(request, action="replay.started", subject=started["id"])
+        async with change as conn:
+            started = await replays.start_replay(conn, change.scope, asked, now=utcnow())
+            change.subject = started["id"]
         if started["total"]:
             await wake_deliveries(services)
         return await _replay_page(

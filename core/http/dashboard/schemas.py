@@ -10,9 +10,8 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute
-from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
-from core.http.deps import ServicesDep
+from core.http.access import AuditedRoute, ChangeDep
+from core.http.dashboard.pages import CheckedForm, page_needs, see_other
 from core.owner import form_schemas
 from core.platform.db import Conn
 from core.platform.scope import OrgScope
@@ -48,9 +47,9 @@ async def schema_section(
     dependencies=[page_needs("configure", "schema.adopted", subject="form_id")],
 )
 async def schema_adopt(
-    services: ServicesDep, session: SessionDep, _posted: CheckedForm, form_id: str, version: int
+    change: ChangeDep, _posted: CheckedForm, form_id: str, version: int
 ) -> Response:
     """Adopt a version, as `POST /v1/forms/{id}/schemas/{version}/adopt`: a `manual` copy."""
-    async with services.db.scoped(session.scope) as conn:
-        await form_schemas.adopt_schema(conn, session.scope, form_id=form_id, version=version)
+    async with change as conn:
+        await form_schemas.adopt_schema(conn, change.scope, form_id=form_id, version=version)
     return see_other(f"/app/forms/{form_id}#schema")

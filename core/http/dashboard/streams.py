@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
@@ -54,12 +54,16 @@ async def streams_list(request: Request, services: ServicesDep, session: Session
 
 @router.post("/streams", dependencies=[page_needs("configure", "stream.created")])
 async def stream_create(
-    request: Request, services: ServicesDep, session: SessionDep, posted: CheckedForm
+    change: ChangeDep,
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    posted: CheckedForm,
 ) -> Response:
     fields = StreamFields(name=str(posted.get("name") or "Stream")[:200] or "Stream")
-    async with services.db.scoped(session.scope) as conn:
-        row, key = await streams.create_stream(conn, session.scope, fields=fields)
-    audit_as(request, subject=row["id"])
+    async with change as conn:
+        row, key = await streams.create_stream(conn, change.scope, fields=fields)
+        change.subject = row["id"]
     return await _key_shown_once(request, services, session, key)
 
 
@@ -92,6 +96,7 @@ async def stream_page(
     "/streams/{stream_id}/keys", dependencies=[page_needs("configure", "ingest_key.created")]
 )
 async def key_create(
+    change: ChangeDep,
     request: Request,
     services: ServicesDep,
     session: SessionDep,
@@ -99,9 +104,9 @@ async def key_create(
     stream_id: str,
 ) -> Response:
     name = str(posted.get("name") or "ingest").strip()[:200] or "ingest"
-    async with services.db.scoped(session.scope) as conn:
-        key = await streams.create_ingest_key(conn, session.scope, stream_id=stream_id, name=name)
-    audit_as(request, subject=key.row["id"])
+    async with change as conn:
+        key = await streams.create_ingest_key(conn, change.scope, stream_id=stream_id, name=name)
+        change.subject = key.row["id"]
     return await _key_shown_once(request, services, session, key)
 
 
@@ -110,10 +115,10 @@ async def key_create(
     dependencies=[page_needs("configure", "ingest_key.revoked")],
 )
 async def key_revoke(
-    services: ServicesDep, session: SessionDep, _posted: CheckedForm, stream_id: str, key_id: str
+    change: ChangeDep, _posted: CheckedForm, stream_id: str, key_id: str
 ) -> Response:
-    async with services.db.scoped(session.scope) as conn:
-        await streams.revoke_ingest_key(conn, session.scope, stream_id=stream_id, key_id=key_id)
+    async with change as conn:
+        await streams.revoke_ingest_key(conn, change.scope, stream_id=stream_id, key_id=key_id)
     return see_other(f"/app/streams/{stream_id}")
 
 
@@ -164,12 +169,12 @@ async def event_page(
     dependencies=[page_needs("operate", "stream_event.erased")],
 )
 async def event_erase(
-    services: ServicesDep, session: SessionDep, posted: CheckedForm, stream_id: str, event_id: str
+    change: ChangeDep, posted: CheckedForm, stream_id: str, event_id: str
 ) -> Response:
     if posted.get("confirm") != "erase":
         raise InvalidInput("tick the box to confirm the erase", [])
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         await events.erase_event(
-            conn, session.scope, stream_id=stream_id, event_id=event_id, now=utcnow()
+            conn, change.scope, stream_id=stream_id, event_id=event_id, now=utcnow()
         )
     return see_other(f"/app/streams/{stream_id}/events/{event_id}")

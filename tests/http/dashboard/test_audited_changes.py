@@ -1,0 +1,75 @@
+"""A change made through the dashboard and its audit row commit together or not at all."""
+
+from __future__ import annotations
+
+from core.platform.db import Conn
+from core.platform.services import Services
+from tests.support.builders import make_destination, make_member, make_tenant, sign_in_link
+from tests.support.dashboard import csrf_of, dashboard_client
+from tests.support.records import rows
+
+# A failure of the audit append after the change was made, as the database reports a lost
+# server (SQLSTATE 57P01): the app answers it as unavailable.
+_FAIL_AUDIT = """
+CREATE FUNCTION fail_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '57P01'; END $$;
+CREATE TRIGGER fail_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_audit();
+"""
+
+
+async def _stored(conn: Conn) -> dict[str, int]:
+    counted = await rows(
+        conn,
+        "SELECT (SELECT count(*) FROM forms WHERE deleted_at IS NULL) AS forms,"
+        " (SELECT count(*) FROM destination_secrets) AS secrets,"
+        " (SELECT count(*) FROM dashboard_sessions) AS sessions,"
+        " (SELECT count(*) FROM audit_log) AS audit",
+    )
+    return counted[0]
+
+
+async def test_a_dashboard_change_and_its_audit_row_commit_together_or_not_at_all(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    destination = await make_destination(conn, tenant)
+    member = await make_member(conn, tenant)
+    async with dashboard_client(services) as mine, dashboard_client(services) as other:
+        assert (await mine.get(await sign_in_link(conn, member))).status_code == 303
+        assert (await other.get(await sign_in_link(conn, member))).status_code == 303
+        csrf = csrf_of((await mine.get("/app")).text)
+        query = "SELECT id FROM dashboard_sessions ORDER BY created_at DESC LIMIT 1"
+        theirs = (await rows(conn, query))[0]["id"]
+        # A create (its row names what it made: the redirect's id), a destination change
+        # recorded as its secret's rotation, and the end of the member's other session
+        # (their own rows, which span their organizations).
+        changes = [
+            ("/app/forms", {"name": "Survey"}, "forms", "form.created", None),
+            (
+                f"/app/destinations/{destination}",
+                {"secret": "a-rotated-webhook-secret-0001"},
+                "secrets",
+                "destination.secret_rotated",
+                destination,
+            ),
+            (f"/app/sessions/{theirs}/end", {}, "sessions", "session.revoked", theirs),
+        ]
+        for path, posted, table, action, subject in changes:
+            before = await _stored(conn)
+            await conn.execute(_FAIL_AUDIT)
+            failed = await mine.post(path, data={"csrf": csrf, **posted})
+            assert failed.status_code == 503, (path, failed.text)
+            assert "Postbag is unavailable" in failed.text
+            assert await _stored(conn) == before, path
+            await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+
+            made = await mine.post(path, data={"csrf": csrf, **posted})
+            assert made.status_code == 303, (path, made.text)
+            after = await _stored(conn)
+            assert after["audit"] == before["audit"] + 1, path
+            assert after[table] != before[table], path
+            [row] = await rows(
+                conn, "SELECT action, subject FROM audit_log ORDER BY seq DESC LIMIT 1"
+            )
+            subject = subject or made.headers["location"].rsplit("/", 1)[-1]
+            assert (row["action"], row["subject"]) == (action, subject), path
