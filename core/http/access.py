@@ -197,9 +197,8 @@ def check_rules(app: FastAPI) -> None:
 
 
 def audit_as(request: Request, *, action: str | None = None, subject: str | None = None) -> None:
-    """Record this request under another action (a destination's PATCH that rotates its
-    secret; a page that starts a replay only when confirmed) or subject (a page's create,
-    answered with a redirect)."""
+    """Record this read under another action (a page that shows values only to a role
+    that may read them) or subject; a change sets its own on its `Change`."""
     if action is not None:
         request.state.audit_action = action
     if subject is not None:
