@@ -21,7 +21,8 @@ async def _verify(url: str) -> list[ChainReport]:
 
 def verify(args: argparse.Namespace, settings: Settings) -> int:
     """Print each organization's chain as verified; exit 1 when one is broken, naming its
-    first broken row."""
+    first broken row (or the rows removed from its end). `--json` carries each chain's head,
+    for the operator to keep a copy elsewhere."""
     reports = asyncio.run(_verify(settings.require_database_url()))
     for report in reports:
         if args.json:
@@ -30,21 +31,26 @@ def verify(args: argparse.Namespace, settings: Settings) -> int:
                     {
                         "organization_id": report.organization_id,
                         "rows": report.rows,
-                        "intact": report.broken_id is None,
+                        "intact": report.problem is None,
                         "broken_id": report.broken_id,
                         "broken_seq": report.broken_seq,
                         "problem": report.problem,
+                        "head_seq": report.head_seq,
+                        "head_hash": report.head_hash,
                     }
                 )
             )
-        elif report.broken_id is None:
+        elif report.problem is None:
             print(f"{report.organization_id}  intact  {report.rows} rows")
         else:
-            print(
-                f"{report.organization_id}  BROKEN at row {report.broken_seq} "
-                f"({report.broken_id}): {report.problem}; {report.rows} rows before it are intact"
+            row = f"row {report.broken_seq}" + (
+                f" ({report.broken_id})" if report.broken_id else ""
             )
-    return 1 if any(report.broken_id is not None for report in reports) else 0
+            print(
+                f"{report.organization_id}  BROKEN at {row}: {report.problem}; "
+                f"{report.rows} rows before it are intact"
+            )
+    return 1 if any(report.problem is not None for report in reports) else 0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

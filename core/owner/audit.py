@@ -3,10 +3,13 @@
 Each organization's rows form a hash chain: a row stores the SHA-256 of the previous row's
 hash and its own canonical content (`chain_hash`), so editing, removing or inserting a row
 shows at the first row after it. Appends take a per-organization advisory lock, so
-concurrent writers never fork the chain. The database keeps the table append-only: the
-application role may only insert and select, and a trigger refuses UPDATE, DELETE and
-TRUNCATE to every role except retention's `audit_forget_before` (a whole old prefix).
-`verify_chains` walks every chain for `postbag audit verify` (docs/teams.md).
+concurrent writers never fork the chain; the insert trigger keeps each chain's head (its
+newest row ever appended, in `audit_heads`), so removing the newest rows shows too. The
+database keeps the table append-only: the application role may only insert and select, and
+a trigger refuses UPDATE, DELETE and TRUNCATE to every role but the deletes of the rows at or
+before the chain's anchor, which moves only forward onto a row of the chain (retention's
+`audit_forget_before`: a whole old prefix). `verify_chains` walks every chain for `postbag
+audit verify` (docs/teams.md).
 """
 
 from __future__ import annotations
@@ -151,48 +154,69 @@ async def list_audit(
 
 @dataclass(frozen=True, slots=True)
 class ChainReport:
-    """One organization's chain as verified: rows checked and the first broken one."""
+    """One organization's chain as verified: rows checked, its head (the newest row ever
+    appended), and the first broken row with what is wrong (no id when it is gone)."""
 
     organization_id: str
     rows: int
+    head_seq: int
+    head_hash: str
     broken_id: str | None = None
     broken_seq: int | None = None
     problem: str | None = None
 
 
+def _missing(first: int, last: int) -> str:
+    return f"row {first} is missing" if first == last else f"rows {first} to {last} are missing"
+
+
 async def verify_chain(conn: Conn, organization_id: str) -> ChainReport:
-    """Walk one chain from its start (or retention's anchor); stop at the first row whose
-    position, link or hash is wrong. Runs as the owner, across organizations."""
-    anchor = await (
-        await conn.execute(queries["audit_anchor"], {"organization_id": organization_id})
-    ).fetchone()
-    seq, prev = (anchor["seq"], anchor["hash"]) if anchor else (0, ZERO_HASH)
-    checked = 0
-    while True:
-        cur = await conn.execute(
-            queries["audit_chain_page"],
-            {"organization_id": organization_id, "after": seq, "limit": _PAGE},
-        )
-        rows = await cur.fetchall()
-        for row in rows:
-            problem = None
-            if row["seq"] != seq + 1:
-                gap = row["seq"] - 1
-                problem = (
-                    f"row {gap} is missing"
-                    if gap == seq + 1
-                    else (f"rows {seq + 1} to {gap} are missing")
-                )
-            elif row["prev_hash"] != prev:
-                problem = "its prev_hash is not the previous row's hash"
-            elif row["hash"] != chain_hash(row["prev_hash"], row):
-                problem = "its hash does not match its content"
-            if problem:
-                return ChainReport(organization_id, checked, row["id"], row["seq"], problem)
-            seq, prev = row["seq"], row["hash"]
-            checked += 1
-        if len(rows) < _PAGE:
-            return ChainReport(organization_id, checked)
+    """Walk one chain from its start (or retention's anchor) to its head, as of one moment;
+    stop at the first row whose position, link or hash is wrong, or past the head, and
+    name the rows removed from the end. Runs as the owner, across organizations."""
+    org = {"organization_id": organization_id}
+    async with conn.transaction():
+        await conn.execute(queries["audit_snapshot"], {})
+        anchor = await (await conn.execute(queries["audit_anchor"], org)).fetchone()
+        head = await (await conn.execute(queries["audit_head"], org)).fetchone()
+        assert head is not None
+        head_seq, head_hash = head["seq"], head["hash"] or ZERO_HASH
+        seq, prev = (anchor["seq"], anchor["hash"]) if anchor else (0, ZERO_HASH)
+        last_id: str | None = None
+        checked = 0
+
+        def broken(row_id: str | None, row_seq: int, problem: str) -> ChainReport:
+            return ChainReport(
+                organization_id, checked, head_seq, head_hash, row_id, row_seq, problem
+            )
+
+        while True:
+            cur = await conn.execute(
+                queries["audit_chain_page"], {**org, "after": seq, "limit": _PAGE}
+            )
+            rows = await cur.fetchall()
+            for row in rows:
+                problem = None
+                if row["seq"] != seq + 1:
+                    problem = _missing(seq + 1, row["seq"] - 1)
+                elif row["prev_hash"] != prev:
+                    problem = "its prev_hash is not the previous row's hash"
+                elif row["hash"] != chain_hash(row["prev_hash"], row):
+                    problem = "its hash does not match its content"
+                elif row["seq"] > head_seq:
+                    problem = f"it is past the chain's head (row {head_seq})"
+                if problem:
+                    return broken(row["id"], row["seq"], problem)
+                seq, prev, last_id = row["seq"], row["hash"], row["id"]
+                checked += 1
+            if len(rows) < _PAGE:
+                break
+    if seq < head_seq:
+        problem = f"rows removed from the end: {_missing(seq + 1, head_seq)}"
+        return broken(None, seq + 1, f"{problem} (the head is row {head_seq})")
+    if prev != head_hash:
+        return broken(last_id, seq, "its hash is not the chain head's")
+    return ChainReport(organization_id, checked, head_seq, head_hash)
 
 
 async def verify_chains(conn: Conn) -> list[ChainReport]:

@@ -4,14 +4,12 @@
 SELECT pg_advisory_xact_lock(hashtextextended('postbag.audit:' || %(organization_id)s, 0))
 
 -- name: audit_head
--- The chain's last row (or its anchor after retention), and the time the next row gets.
-SELECT coalesce(l.seq, a.seq, 0) AS seq, coalesce(l.hash, a.hash) AS hash,
+-- The chain's head, the newest row ever appended (kept by the insert trigger; else the
+-- anchor, else the start), and the time the next row gets.
+SELECT coalesce(h.seq, a.seq, 0) AS seq, coalesce(h.hash, a.hash) AS hash,
        clock_timestamp() AS now
   FROM (SELECT 1) one
-  LEFT JOIN LATERAL (
-        SELECT seq, hash FROM audit_log
-         WHERE organization_id = %(organization_id)s
-         ORDER BY seq DESC LIMIT 1) l ON true
+  LEFT JOIN audit_heads h ON h.organization_id = %(organization_id)s
   LEFT JOIN audit_anchors a ON a.organization_id = %(organization_id)s
 
 -- name: insert_audit_row
@@ -36,11 +34,16 @@ SELECT id, seq, at, actor_kind, actor_id, actor_name, action, subject, via, ip, 
  ORDER BY seq DESC
  LIMIT %(limit)s
 
+-- name: audit_snapshot
+-- The first statement of a verifying transaction: the chain and its head as of one moment.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
+
 -- name: audited_organizations
--- Every organization with an audit chain or an anchor (the operator's `audit verify`).
+-- Every organization with an audit chain, an anchor or a head (the operator's `audit verify`).
 SELECT id FROM organizations o
  WHERE EXISTS (SELECT 1 FROM audit_log l WHERE l.organization_id = o.id)
     OR EXISTS (SELECT 1 FROM audit_anchors a WHERE a.organization_id = o.id)
+    OR EXISTS (SELECT 1 FROM audit_heads h WHERE h.organization_id = o.id)
  ORDER BY id
 
 -- name: audit_anchor

@@ -73,12 +73,12 @@ INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_to
 INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, expires_at)
     VALUES (%(inv)s, %(org)s, 'invited@example.test', 'viewer', %(key_hash)s, 'seed',
             now() + interval '7 days');
-INSERT INTO audit_anchors (organization_id, seq, hash, forgotten_at)
-    VALUES (%(org)s, 1, repeat('0', 64), now());
 INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor_name, action,
                        subject, via, prev_hash, hash)
-    VALUES (%(aud)s, %(org)s, 2, now(), 'key', 'key_seed', 'seed', 'form.created', %(frm)s,
+    VALUES (%(aud)s, %(org)s, 1, now(), 'key', 'key_seed', 'seed', 'form.created', %(frm)s,
             'api', repeat('0', 64), repeat('a', 64));
+INSERT INTO audit_anchors (organization_id, seq, hash, forgotten_at)
+    VALUES (%(org)s, 1, repeat('a', 64), now());
 """
 
 

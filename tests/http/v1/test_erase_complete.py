@@ -88,6 +88,8 @@ OTHER_COLUMNS = {
     ("audit_log", "hash"): "hash",
     ("audit_anchors", "organization_id"): "id",
     ("audit_anchors", "hash"): "hash",
+    ("audit_heads", "organization_id"): "id",
+    ("audit_heads", "hash"): "hash",
     ("forms", "id"): "id",
     ("forms", "organization_id"): "id",
     ("forms", "name"): "owner's setting",
