@@ -4,7 +4,7 @@ role each, and the invitations still pending."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, StringConstraints
@@ -135,6 +135,12 @@ async def remove_member(member_id: str, scope: ScopeDep, services: ServicesDep) 
         await members.remove_member(conn, scope, member_id=member_id)
 
 
+def _pending(row: dict[str, Any]) -> PendingInvitation:
+    sender = Sender(kind=row["sender_kind"], id=row["sender_id"], name=row["invited_by"])
+    fields = {k: v for k, v in row.items() if k not in ("sender_kind", "sender_id", "invited_by")}
+    return PendingInvitation(**fields, invited_by=sender)
+
+
 @router.get("/invitations", responses=problems(422), dependencies=[needs("manage_members")])
 async def list_invitations(
     scope: ScopeDep, services: ServicesDep, page: PageDep
@@ -146,19 +152,7 @@ async def list_invitations(
         )
     data, cursor = page.page(rows, "id")
     return Page[PendingInvitation](
-        data=[
-            PendingInvitation(
-                id=row["id"],
-                email=row["email"],
-                role=row["role"],
-                invited_by=Sender(
-                    kind=row["sender_kind"], id=row["sender_id"], name=row["invited_by"]
-                ),
-                created_at=row["created_at"],
-                expires_at=row["expires_at"],
-            )
-            for row in data
-        ],
+        data=[_pending(row) for row in data],
         next_cursor=cursor,
     )
 
