@@ -10,6 +10,7 @@ except the one a link is made of, which goes only into the email or the terminal
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from core.owner.credentials import (
     token_hash,
     totp_step,
 )
-from core.owner.roles import ROLES, Actor
+from core.owner.roles import ROLES, Actor, outranks
 from core.platform.addresses import valid_address
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -37,6 +38,7 @@ from core.platform.errors import (
     InvalidInput,
     LastOwner,
     NotFound,
+    TooManyInvitations,
     Unauthenticated,
 )
 from core.platform.ids import new_id
@@ -48,6 +50,11 @@ from core.platform.settings import PasswordHashCost
 from core.platform.vocabulary import MemberLinkKind, Role
 
 INVITATION_LIFETIME = timedelta(days=7)
+# The daily bounds on invitations (docs/teams.md): per address in an organization, and per
+# organization, counted over the last INVITATION_DAY; past them nothing is stored or sent.
+INVITATION_DAY = timedelta(days=1)
+ADDRESS_INVITATIONS_PER_DAY = 3
+ORGANIZATION_INVITATIONS_PER_DAY = 50
 RESET_LIFETIME = timedelta(hours=1)
 # A sign-in link of `postbag dev`, and the first owner's link to set a password.
 SIGN_IN_LINK_LIFETIME = timedelta(hours=12)
@@ -149,18 +156,45 @@ class Invitation:
     token: str
     email: str
     role: Role
+    created_at: datetime
+
+
+def _retry_after(oldest: datetime, now: datetime) -> int:
+    """Seconds until an invitation sent at `oldest` leaves the day the bounds count."""
+    return max(math.ceil((oldest + INVITATION_DAY - now).total_seconds()), 1)
 
 
 @scoped
 async def create_invitation(
-    conn: Conn, scope: OrgScope, *, email: str, role: Role, invited_by: str, now: datetime
+    conn: Conn, scope: OrgScope, *, email: str, role: Role, sender: Actor, now: datetime
 ) -> Invitation:
-    """A one-time invitation to the organization, valid 7 days; AlreadyMember when the
-    address already belongs to one of its members."""
+    """A one-time invitation to the organization, valid 7 days, sent by `sender`;
+    AlreadyMember when the address already belongs to one of its members, TooManyInvitations
+    past the daily bounds (the organization's invitations are counted under its lock, so two
+    made at once cannot both pass the last place)."""
     org = scope.organization_id
+    await conn.execute(queries["lock_invitations"], {"organization_id": org})
     if await _one(conn, "member_of_organization", {"organization_id": org, "email": email}):
         raise AlreadyMember(f"{email} is already a member")
-    invitation = Invitation(new_id("inv"), new_token(), email, role)
+    recent = await _one(
+        conn,
+        "count_recent_invitations",
+        {"organization_id": org, "email": email, "since": now - INVITATION_DAY},
+    )
+    assert recent is not None
+    if recent["address"] >= ADDRESS_INVITATIONS_PER_DAY:
+        raise TooManyInvitations(
+            f"{email} was invited {ADDRESS_INVITATIONS_PER_DAY} times in the last 24 hours; "
+            "try again later",
+            _retry_after(recent["address_oldest"], now),
+        )
+    if recent["organization"] >= ORGANIZATION_INVITATIONS_PER_DAY:
+        raise TooManyInvitations(
+            f"the organization sent {ORGANIZATION_INVITATIONS_PER_DAY} invitations in the last "
+            "24 hours; try again later",
+            _retry_after(recent["organization_oldest"], now),
+        )
+    invitation = Invitation(new_id("inv"), new_token(), email, role, now)
     await conn.execute(
         queries["insert_invitation"],
         {
@@ -169,12 +203,42 @@ async def create_invitation(
             "email": email,
             "role": role,
             "token_hash": token_hash(invitation.token),
-            "invited_by": invited_by,
+            "invited_by": sender.name,
+            "sender_kind": sender.kind,
+            "sender_id": sender.id,
             "now": now,
             "expires_at": now + INVITATION_LIFETIME,
         },
     )
     return invitation
+
+
+@scoped
+async def list_invitations(
+    conn: Conn, scope: OrgScope, *, after: str | None, limit: int, now: datetime
+) -> list[dict[str, Any]]:
+    """Up to `limit` pending invitations (neither accepted, withdrawn nor expired) with ids
+    after `after`: never a token or its hash."""
+    cur = await conn.execute(
+        queries["list_invitations"],
+        {"organization_id": scope.organization_id, "after": after, "limit": limit, "now": now},
+    )
+    return await cur.fetchall()
+
+
+@scoped
+async def withdraw_invitation(
+    conn: Conn, scope: OrgScope, *, invitation_id: str, now: datetime
+) -> None:
+    """Withdraw a pending invitation: its link stops working. NotFound when there is no
+    pending invitation of that id in the organization."""
+    found = await _one(
+        conn,
+        "withdraw_invitation",
+        {"id": invitation_id, "organization_id": scope.organization_id, "now": now},
+    )
+    if found is None:
+        raise NotFound(f"no pending invitation {invitation_id}")
 
 
 def invitation_email(
@@ -198,12 +262,13 @@ async def invite(
 
     The email goes through the installation's provider at once; when it is not sent (the
     `log` provider included: the link would be lost) the invitation is removed and
-    EmailNotSent raised, so nothing stays half-way.
+    EmailNotSent raised, so nothing stays half-way. Once it is sent, the address's earlier
+    pending invitations are withdrawn: one live link per address.
     """
     email, role = checked_email(email), checked_role(role)
     async with services.db.scoped(scope) as conn:
         invitation = await create_invitation(
-            conn, scope, email=email, role=role, invited_by=actor.name, now=utcnow()
+            conn, scope, email=email, role=role, sender=actor, now=utcnow()
         )
         org = await _one(conn, "get_organization", {"id": scope.organization_id})
         assert org is not None
@@ -216,9 +281,21 @@ async def invite(
     result = await send_email(
         services.settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
     )
-    if not result.ok:
-        async with services.db.scoped(scope) as conn:
+    async with services.db.scoped(scope) as conn:
+        if not result.ok:
             await conn.execute(queries["delete_invitation"], {"id": invitation.id})
+        else:
+            await conn.execute(
+                queries["replace_invitations"],
+                {
+                    "organization_id": scope.organization_id,
+                    "email": email,
+                    "id": invitation.id,
+                    "created_at": invitation.created_at,
+                    "now": utcnow(),
+                },
+            )
+    if not result.ok:
         why = result.skip_reason or result.error_class or "failed"
         raise EmailNotSent(f"the invitation email was not sent ({why}); nothing was stored")
     return invitation.id
@@ -226,10 +303,27 @@ async def invite(
 
 async def open_invitation(conn: Conn, token: str, *, now: datetime) -> dict[str, Any]:
     """A live invitation (organization, email, role) and whether its address is a member
-    with a password already; a used, expired or unknown one is NotFound."""
+    with a password already; a used, withdrawn, expired or unknown one is NotFound, and so
+    is one whose sender is gone (a key revoked, a member removed) or now holds a role below
+    the invited one. In a transaction, the sender's role stays locked until it ends."""
     row = await _one(conn, "open_invitation", {"token_hash": token_hash(token), "now": now})
     if row is None:
-        raise NotFound("this invitation was used, has expired, or does not exist")
+        raise NotFound("this invitation was used, withdrawn, has expired, or does not exist")
+    sender = await _one(
+        conn,
+        "invitation_sender_role",
+        {
+            "organization_id": row["organization_id"],
+            "sender_kind": row["sender_kind"],
+            "sender_id": row["sender_id"],
+        },
+    )
+    if sender is None or sender["role"] is None or not outranks(sender["role"], row["role"]):
+        raise NotFound(
+            f"this invitation no longer holds: {row['invited_by']}, who sent it, may no longer "
+            f"invite you as {row['role']} to {row['organization_name']}. "
+            "Ask one of its owners for a new invitation"
+        )
     member = await _one(conn, "member_by_email", {"email": row["address"]})
     return {**row, "has_password": bool(member and member["password_hash"])}
 
@@ -260,7 +354,7 @@ async def accept_invitation(
                     {"id": member_id, "password_hash": hashed, "now": now},
                 )
         if await _one(conn, "accept_invitation", {"id": invitation["id"], "now": now}) is None:
-            raise NotFound("this invitation was used, has expired, or does not exist")
+            raise NotFound("this invitation was used, withdrawn, has expired, or does not exist")
         await conn.execute(
             queries["insert_membership"],
             {

@@ -120,6 +120,10 @@ class TooManySubmissions(RetryLater):
     """A client posted to a form past its flood limit within the window; nothing stored."""
 
 
+class TooManyInvitations(RetryLater):
+    """An address or an organization had its invitations of the day; nothing stored or sent."""
+
+
 class StorageLimitReached(RetryLater):
     """The organization's month of over-quota, spam and quarantined bytes is full."""
 

@@ -101,28 +101,84 @@ SELECT ms.member_id
  ORDER BY o.created_at, o.id, ms.created_at, ms.member_id
  LIMIT 1
 
+-- name: lock_invitations
+-- Serialise the invitations of one organization until the transaction ends: the daily
+-- bounds are counted by the next statement, with a snapshot taken after the lock.
+SELECT pg_advisory_xact_lock(hashtextextended('postbag.invitations:' || %(organization_id)s, 0))
+
+-- name: count_recent_invitations
+-- The organization's invitations emailed since `since` (pending, accepted or withdrawn),
+-- and this address's, with the oldest of each (when the next one may go).
+SELECT count(*)::int AS organization,
+       min(created_at) AS organization_oldest,
+       (count(*) FILTER (WHERE lower(email) = lower(%(email)s)))::int AS address,
+       min(created_at) FILTER (WHERE lower(email) = lower(%(email)s)) AS address_oldest
+  FROM invitations
+ WHERE organization_id = %(organization_id)s AND created_at > %(since)s
+
 -- name: insert_invitation
--- A one-time invitation (its token's hash only).
-INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, created_at,
-                         expires_at)
+-- A one-time invitation (its token's hash only), with who sent it.
+INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, sender_kind,
+                         sender_id, created_at, expires_at)
 VALUES (%(id)s, %(organization_id)s, %(email)s, %(role)s, %(token_hash)s, %(invited_by)s,
-        %(now)s, %(expires_at)s)
+        %(sender_kind)s, %(sender_id)s, %(now)s, %(expires_at)s)
 
 -- name: delete_invitation
 -- An invitation whose email could not be sent.
 DELETE FROM invitations WHERE id = %(id)s
 
+-- name: replace_invitations
+-- The address's earlier pending invitations are withdrawn once a new one is emailed.
+UPDATE invitations SET withdrawn_at = %(now)s
+ WHERE organization_id = %(organization_id)s AND lower(email) = lower(%(email)s)
+   AND (created_at, id) < (%(created_at)s, %(id)s)
+   AND accepted_at IS NULL AND withdrawn_at IS NULL AND expires_at > %(now)s
+
+-- name: list_invitations
+-- One page of the organization's pending invitations, by id, after a cursor.
+SELECT id, email, role, invited_by, sender_kind, sender_id, created_at, expires_at
+  FROM invitations
+ WHERE organization_id = %(organization_id)s
+   AND accepted_at IS NULL AND withdrawn_at IS NULL AND expires_at > %(now)s
+   AND (%(after)s::text IS NULL OR id > %(after)s)
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: withdraw_invitation
+-- Withdraw a pending invitation of the organization; nothing when there is none.
+UPDATE invitations SET withdrawn_at = %(now)s
+ WHERE id = %(id)s AND organization_id = %(organization_id)s
+   AND accepted_at IS NULL AND withdrawn_at IS NULL AND expires_at > %(now)s
+RETURNING id
+
 -- name: open_invitation
 -- A live invitation by its token's hash, with its organization's name.
-SELECT i.id, i.organization_id, i.email AS address, i.role, i.invited_by, o.name AS organization_name
+SELECT i.id, i.organization_id, i.email AS address, i.role, i.invited_by, i.sender_kind,
+       i.sender_id, o.name AS organization_name
   FROM invitations i
   JOIN organizations o ON o.id = i.organization_id
- WHERE i.token_hash = %(token_hash)s AND i.accepted_at IS NULL AND i.expires_at > %(now)s
+ WHERE i.token_hash = %(token_hash)s AND i.accepted_at IS NULL AND i.withdrawn_at IS NULL
+   AND i.expires_at > %(now)s
+
+-- name: invitation_sender_role
+-- The role an invitation's sender holds now in its organization: a member's while they
+-- belong to it, a key's while it is live; none once they are gone. Locked (in an
+-- acceptance's transaction) so that a demotion, removal or revocation waits for it.
+SELECT coalesce(
+         (SELECT role FROM memberships
+           WHERE %(sender_kind)s = 'member' AND organization_id = %(organization_id)s
+             AND member_id = %(sender_id)s
+             FOR SHARE),
+         (SELECT role FROM api_keys
+           WHERE %(sender_kind)s = 'key' AND organization_id = %(organization_id)s
+             AND id = %(sender_id)s AND revoked_at IS NULL
+             FOR SHARE)
+       ) AS role
 
 -- name: accept_invitation
--- Use a live invitation once; nothing when it was used meanwhile.
+-- Use a live invitation once; nothing when it was used or withdrawn meanwhile.
 UPDATE invitations SET accepted_at = %(now)s
- WHERE id = %(id)s AND accepted_at IS NULL AND expires_at > %(now)s
+ WHERE id = %(id)s AND accepted_at IS NULL AND withdrawn_at IS NULL AND expires_at > %(now)s
 RETURNING id
 
 -- name: insert_member_link

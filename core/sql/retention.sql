@@ -155,3 +155,10 @@ DELETE FROM worker_heartbeats
  WHERE (worker_id, tick) IN (
        SELECT worker_id, tick FROM worker_heartbeats WHERE last_beat_at < %(before)s
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
+-- name: prune_invitations
+-- Up to `limit` invitations that expired before `before`, deleted: pending, accepted or
+-- withdrawn alike (7 days after it was sent, none counts toward the daily bounds).
+DELETE FROM invitations
+ WHERE id IN (SELECT id FROM invitations WHERE expires_at < %(before)s
+               LIMIT %(limit)s FOR UPDATE SKIP LOCKED)

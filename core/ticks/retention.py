@@ -275,8 +275,8 @@ async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
     """Delete events, delivery attempts and handled notices older than `HISTORY_DAYS`, the
-    counts of acknowledgements of days gone by, heartbeats of workers long gone and
-    duplicate fingerprints whose window is over, a batch per statement."""
+    counts of acknowledgements of days gone by, heartbeats of workers long gone, duplicate
+    fingerprints whose window is over and expired invitations, a batch per statement."""
     stats: Counter[str] = Counter()
     history_start = now - timedelta(days=HISTORY_DAYS)
     for name, counter, before in (
@@ -291,6 +291,7 @@ async def prune_history(
         ),
         ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
         ("prune_notifications", "notifications_pruned", history_start),
+        ("prune_invitations", "invitations_swept", now),
     ):
         while True:
             async with services.db.connection() as conn:

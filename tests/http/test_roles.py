@@ -96,6 +96,8 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/members"): "owner",
     ("PATCH", "/v1/members/{member_id}"): "owner",
     ("DELETE", "/v1/members/{member_id}"): "owner",
+    ("GET", "/v1/invitations"): "owner",
+    ("DELETE", "/v1/invitations/{invitation_id}"): "owner",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).

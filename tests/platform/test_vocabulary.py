@@ -13,6 +13,7 @@ import pytest
 from core.owner.plans import PlanName
 from core.platform.db import Conn
 from core.platform.vocabulary import (
+    ActorKind,
     AlertKind,
     AlertStatus,
     AttemptOutcome,
@@ -74,6 +75,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("audit_log", "via", AuditVia),
     ("memberships", "role", Role),
     ("invitations", "role", Role),
+    ("invitations", "sender_kind", ActorKind),
     ("member_links", "kind", MemberLinkKind),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres

@@ -16,6 +16,7 @@ from core.http.dashboard import (
     destinations,
     forms,
     inbox,
+    members,
     receipts,
     replays,
     schemas,
@@ -44,6 +45,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     activity.router,
     streams.router,
     audit.router,
+    members.router,
 ]
 
 _TITLES = {
@@ -52,6 +54,7 @@ _TITLES = {
     404: "Not found",
     409: "Not possible now",
     422: "Please check the form",
+    429: "Too many for now",
     503: "Postbag is unavailable",
 }
 

@@ -25,6 +25,7 @@ PATH_IDS = {
     "stream_route_id": "srt",
     "event_id": "evt",
     "member_id": "mem",
+    "invitation_id": "inv",
 }
 QUERY_IDS = {"form": "frm", "destination": "dst", "route": "rte", "submission": "sub"}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

@@ -1,9 +1,10 @@
-"""`/v1/members`: the organization's people, invited by email, with a role each."""
+"""`/v1/members` and `/v1/invitations`: the organization's people, invited by email, with a
+role each, and the invitations still pending."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, StringConstraints
@@ -13,7 +14,8 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import members
-from core.platform.vocabulary import Role
+from core.platform.clock import utcnow
+from core.platform.vocabulary import ActorKind, Role
 
 router = APIRouter(
     tags=["members"], responses=problems(401, 403, 422, 503), route_class=AuditedRoute
@@ -54,18 +56,39 @@ class SentInvitation(BaseModel):
     role: Role
 
 
+class Sender(BaseModel):
+    """Who sent an invitation: a member or an API key, by id and name."""
+
+    kind: ActorKind
+    id: str
+    name: str
+
+
+class PendingInvitation(BaseModel):
+    """An invitation neither accepted, withdrawn nor expired: never its link."""
+
+    id: str
+    email: str
+    role: Role
+    invited_by: Sender
+    created_at: datetime
+    expires_at: datetime
+
+
 @router.post(
     "/members",
     status_code=201,
-    responses=problems(409, 422),
+    responses=problems(409, 422, 429),
     dependencies=[needs("manage_members", "member.invited")],
 )
 async def invite_member(
     body: InvitationFields, access: AccessDep, services: ServicesDep
 ) -> SentInvitation:
     """Email an invitation to join the organization with `role`: a one-time link valid 7
-    days, through the installation's email provider. Not sent, nothing is stored
-    (`503 email_not_sent`); an address already a member's is `409 already_member`."""
+    days, through the installation's email provider, in place of the address's pending one.
+    Not sent, nothing is stored (`503 email_not_sent`); an address already a member's is
+    `409 already_member`; past 3 invitations of an address or 50 of the organization in 24
+    hours, `429 too_many_invitations` (nothing stored or sent)."""
     email = members.checked_email(body.email)
     invitation = await members.invite(
         services, access.scope, email=email, role=body.role, actor=access.actor
@@ -108,3 +131,38 @@ async def remove_member(change: ChangeDep, member_id: str, scope: ScopeDep) -> N
     owner cannot leave (`409 last_owner`)."""
     async with change as conn:
         await members.remove_member(conn, scope, member_id=member_id)
+
+
+def _pending(row: dict[str, Any]) -> PendingInvitation:
+    sender = Sender(kind=row["sender_kind"], id=row["sender_id"], name=row["invited_by"])
+    fields = {k: v for k, v in row.items() if k not in ("sender_kind", "sender_id", "invited_by")}
+    return PendingInvitation(**fields, invited_by=sender)
+
+
+@router.get("/invitations", responses=problems(422), dependencies=[needs("manage_members")])
+async def list_invitations(
+    scope: ScopeDep, services: ServicesDep, page: PageDep
+) -> Page[PendingInvitation]:
+    """The organization's pending invitations (neither accepted, withdrawn nor expired)."""
+    async with services.db.scoped(scope) as conn:
+        rows = await members.list_invitations(
+            conn, scope, after=page.after_id(), limit=page.limit + 1, now=utcnow()
+        )
+    data, cursor = page.page(rows, "id")
+    return Page[PendingInvitation](
+        data=[_pending(row) for row in data],
+        next_cursor=cursor,
+    )
+
+
+@router.delete(
+    "/invitations/{invitation_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404),
+    dependencies=[needs("manage_members", "invitation.withdrawn")],
+)
+async def withdraw_invitation(invitation_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+    """Withdraw a pending invitation: its link stops working at once."""
+    async with services.db.scoped(scope) as conn:
+        await members.withdraw_invitation(conn, scope, invitation_id=invitation_id, now=utcnow())

@@ -59,7 +59,8 @@ _WHEN: dict[int, str] = {
     413: ("`payload_too_large`: the request body is over 1 MiB (an event posted alone: 64 KiB)"),
     429: (
         "`too_many_attempts`: too many bad API keys from this client; "
-        "retry after `Retry-After` seconds"
+        "`too_many_invitations`: the address's or the organization's invitations of the last "
+        "24 hours are used up (nothing stored or sent); retry after `Retry-After` seconds"
     ),
     503: (
         "`unavailable`: the database cannot be reached; retry after `Retry-After` seconds; "

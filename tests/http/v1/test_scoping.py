@@ -169,7 +169,11 @@ async def _world(
     posted_event = await client.post(
         f"/v1/streams/{stream['id']}/events", json={"type": "t", "data": {}}, headers=who.headers
     )
+    invited = await create(
+        client, who, "/v1/members", {"email": f"{new_id('inv')}@example.com", "role": "viewer"}
+    )
     return {
+        "invitation_id": invited["id"],
         "replay_id": replay["id"],
         "stream_id": stream["id"],
         "stream_route_id": stream_route["id"],
@@ -204,6 +208,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         "/v1/destinations",
         "/v1/forms",
         "/v1/keys",
+        "/v1/invitations",
         "/v1/usage",
         "/v1/organization",
     ]
@@ -333,11 +338,11 @@ async def _trail(conn: Conn, tenant: Tenant) -> list[str]:
 
 
 async def test_scoping__a_route_to_another_organizations_destination_is_404(
-    services: Services, conn: Conn
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Any]]
 ) -> None:
     owner = await make_tenant(conn, name="Owner", plan="pro")
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
-    async with api_client(services) as client:
+    async with api_client(_mailed(services, smtp_server)) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)
         response = await client.post(

@@ -1,0 +1,102 @@
+"""The members page (owners only): the organization's members with their roles, changed or
+removed; invitations sent, listed and withdrawn. The same `core` calls as `/v1/members` and
+`/v1/invitations`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from core.http.access import AuditedRoute, audit_as
+from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
+from core.http.dashboard.shared import page
+from core.http.deps import ServicesDep
+from core.owner import members
+from core.owner.roles import ROLES
+from core.platform.clock import utcnow
+
+router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
+# The page lists this many members and pending invitations (an organization's people).
+SHOWN = 500
+
+
+def _field(form: CheckedForm, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+@router.get("/members", dependencies=[page_needs("manage_members")])
+async def members_page(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        people = await members.list_members(conn, session.scope, after=None, limit=SHOWN)
+        pending = await members.list_invitations(
+            conn, session.scope, after=None, limit=SHOWN, now=utcnow()
+        )
+    return await page(
+        request,
+        services,
+        session,
+        "members.html",
+        title="Members",
+        active="/app/members",
+        people=people,
+        pending=pending,
+        roles=ROLES,
+        limits={
+            "address": members.ADDRESS_INVITATIONS_PER_DAY,
+            "organization": members.ORGANIZATION_INVITATIONS_PER_DAY,
+        },
+    )
+
+
+@router.post("/members", dependencies=[page_needs("manage_members", "member.invited")])
+async def invite(
+    request: Request, services: ServicesDep, session: SessionDep, form: CheckedForm
+) -> Response:
+    invitation = await members.invite(
+        services,
+        session.scope,
+        email=_field(form, "email"),
+        role=members.checked_role(_field(form, "role")),
+        actor=session.actor,
+    )
+    audit_as(request, subject=invitation)
+    return see_other("/app/members")
+
+
+@router.post(
+    "/members/{member_id}/role", dependencies=[page_needs("manage_members", "member.role_changed")]
+)
+async def change_role(
+    services: ServicesDep, session: SessionDep, form: CheckedForm, member_id: str
+) -> Response:
+    role = members.checked_role(_field(form, "role"))
+    async with services.db.scoped(session.scope) as conn:
+        await members.change_role(conn, session.scope, member_id=member_id, role=role)
+    # An owner who gave themselves another role may no longer open this page.
+    return see_other("/app" if member_id == session.member_id else "/app/members")
+
+
+@router.post(
+    "/members/{member_id}/remove", dependencies=[page_needs("manage_members", "member.removed")]
+)
+async def remove(
+    services: ServicesDep, session: SessionDep, _form: CheckedForm, member_id: str
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        await members.remove_member(conn, session.scope, member_id=member_id)
+    return see_other("/app/sign-in" if member_id == session.member_id else "/app/members")
+
+
+@router.post(
+    "/members/invitations/{invitation_id}/withdraw",
+    dependencies=[page_needs("manage_members", "invitation.withdrawn")],
+)
+async def withdraw(
+    services: ServicesDep, session: SessionDep, _form: CheckedForm, invitation_id: str
+) -> Response:
+    async with services.db.scoped(session.scope) as conn:
+        await members.withdraw_invitation(
+            conn, session.scope, invitation_id=invitation_id, now=utcnow()
+        )
+    return see_other("/app/members")
