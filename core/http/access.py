@@ -194,6 +194,14 @@ def check_rules(app: FastAPI) -> None:
             raise RuntimeError(f"{where} declares no permission (core/http/access.py)")
         if not isinstance(served.route, AuditedRoute):
             raise RuntimeError(f"{where} is not an AuditedRoute (core/http/access.py)")
+        if (
+            rule.action is not None
+            and rule.action not in audit.UNCHANGING
+            and not makes_change(served.route)
+        ):
+            raise RuntimeError(
+                f"{where} records {rule.action} but makes no Change (core/owner/changes.py)"
+            )
 
 
 def audit_as(request: Request, *, action: str | None = None, subject: str | None = None) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from core.destinations.email import Email, send_email
 from core.destinations.http import shared_client
+from core.owner.changes import Change
 from core.owner.credentials import (
     hash_password,
     new_recovery_codes,
@@ -46,7 +47,7 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.services import Services
-from core.platform.settings import PasswordHashCost
+from core.platform.settings import PasswordHashCost, Settings
 from core.platform.vocabulary import MemberLinkKind, Role
 
 INVITATION_LIFETIME = timedelta(days=7)
@@ -255,49 +256,47 @@ def invitation_email(
     )
 
 
-async def invite(
-    services: Services, scope: OrgScope, *, email: str, role: Role, actor: Actor
-) -> str:
-    """Invite `email` to the organization with `role` by email; the invitation's id.
+async def invite(change: Change, settings: Settings, *, email: str, role: Role) -> str:
+    """Invite `email` to the organization with `role` by email, as the change's actor; the
+    invitation's id.
 
-    The email goes through the installation's provider at once; when it is not sent (the
-    `log` provider included: the link would be lost) the invitation is removed and
-    EmailNotSent raised, so nothing stays half-way. Once it is sent, the address's earlier
-    pending invitations are withdrawn: one live link per address.
+    The email goes through the installation's provider at once, inside the change's
+    transaction: when it is not sent (the `log` provider included: the link would be lost)
+    EmailNotSent is raised and the invitation rolls back with its audit row, so nothing
+    stays half-way. Once it is sent, the address's earlier pending invitations are
+    withdrawn: one live link per address.
     """
     email, role = checked_email(email), checked_role(role)
-    async with services.db.scoped(scope) as conn:
+    scope, actor = change.scope, change.acting.actor
+    async with change as conn:
         invitation = await create_invitation(
             conn, scope, email=email, role=role, sender=actor, now=utcnow()
         )
+        change.subject = invitation.id
         org = await _one(conn, "get_organization", {"id": scope.organization_id})
         assert org is not None
-    mail = invitation_email(
-        invitation,
-        organization=org["name"],
-        inviter=actor.name,
-        public_url=services.settings.public_url,
-    )
-    result = await send_email(
-        services.settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
-    )
-    async with services.db.scoped(scope) as conn:
+        mail = invitation_email(
+            invitation,
+            organization=org["name"],
+            inviter=actor.name,
+            public_url=settings.public_url,
+        )
+        result = await send_email(
+            settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
+        )
         if not result.ok:
-            await conn.execute(queries["delete_invitation"], {"id": invitation.id})
-        else:
-            await conn.execute(
-                queries["replace_invitations"],
-                {
-                    "organization_id": scope.organization_id,
-                    "email": email,
-                    "id": invitation.id,
-                    "created_at": invitation.created_at,
-                    "now": utcnow(),
-                },
-            )
-    if not result.ok:
-        why = result.skip_reason or result.error_class or "failed"
-        raise EmailNotSent(f"the invitation email was not sent ({why}); nothing was stored")
+            why = result.skip_reason or result.error_class or "failed"
+            raise EmailNotSent(f"the invitation email was not sent ({why}); nothing was stored")
+        await conn.execute(
+            queries["replace_invitations"],
+            {
+                "organization_id": scope.organization_id,
+                "email": email,
+                "id": invitation.id,
+                "created_at": invitation.created_at,
+                "now": utcnow(),
+            },
+        )
     return invitation.id
 
 

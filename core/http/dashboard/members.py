@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
@@ -50,17 +50,13 @@ async def members_page(request: Request, services: ServicesDep, session: Session
 
 
 @router.post("/members", dependencies=[page_needs("manage_members", "member.invited")])
-async def invite(
-    request: Request, services: ServicesDep, session: SessionDep, form: CheckedForm
-) -> Response:
-    invitation = await members.invite(
-        services,
-        session.scope,
+async def invite(change: ChangeDep, services: ServicesDep, form: CheckedForm) -> Response:
+    await members.invite(
+        change,
+        services.settings,
         email=_field(form, "email"),
         role=members.checked_role(_field(form, "role")),
-        actor=session.actor,
     )
-    audit_as(request, subject=invitation)
     return see_other("/app/members")
 
 
@@ -68,10 +64,10 @@ async def invite(
     "/members/{member_id}/role", dependencies=[page_needs("manage_members", "member.role_changed")]
 )
 async def change_role(
-    services: ServicesDep, session: SessionDep, form: CheckedForm, member_id: str
+    change: ChangeDep, session: SessionDep, form: CheckedForm, member_id: str
 ) -> Response:
     role = members.checked_role(_field(form, "role"))
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         await members.change_role(conn, session.scope, member_id=member_id, role=role)
     # An owner who gave themselves another role may no longer open this page.
     return see_other("/app" if member_id == session.member_id else "/app/members")
@@ -81,9 +77,9 @@ async def change_role(
     "/members/{member_id}/remove", dependencies=[page_needs("manage_members", "member.removed")]
 )
 async def remove(
-    services: ServicesDep, session: SessionDep, _form: CheckedForm, member_id: str
+    change: ChangeDep, session: SessionDep, _form: CheckedForm, member_id: str
 ) -> Response:
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         await members.remove_member(conn, session.scope, member_id=member_id)
     return see_other("/app/sign-in" if member_id == session.member_id else "/app/members")
 
@@ -93,9 +89,9 @@ async def remove(
     dependencies=[page_needs("manage_members", "invitation.withdrawn")],
 )
 async def withdraw(
-    services: ServicesDep, session: SessionDep, _form: CheckedForm, invitation_id: str
+    change: ChangeDep, session: SessionDep, _form: CheckedForm, invitation_id: str
 ) -> Response:
-    async with services.db.scoped(session.scope) as conn:
+    async with change as conn:
         await members.withdraw_invitation(
             conn, session.scope, invitation_id=invitation_id, now=utcnow()
         )

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
-from core.http.v1.auth import AccessDep, ScopeDep, needs
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import members
 from core.platform.clock import utcnow
@@ -82,7 +82,7 @@ class PendingInvitation(BaseModel):
     dependencies=[needs("manage_members", "member.invited")],
 )
 async def invite_member(
-    body: InvitationFields, access: AccessDep, services: ServicesDep
+    change: ChangeDep, body: InvitationFields, services: ServicesDep
 ) -> SentInvitation:
     """Email an invitation to join the organization with `role`: a one-time link valid 7
     days, through the installation's email provider, in place of the address's pending one.
@@ -90,9 +90,7 @@ async def invite_member(
     `409 already_member`; past 3 invitations of an address or 50 of the organization in 24
     hours, `429 too_many_invitations` (nothing stored or sent)."""
     email = members.checked_email(body.email)
-    invitation = await members.invite(
-        services, access.scope, email=email, role=body.role, actor=access.actor
-    )
+    invitation = await members.invite(change, services.settings, email=email, role=body.role)
     return SentInvitation(id=invitation, email=email, role=body.role)
 
 
@@ -162,7 +160,9 @@ async def list_invitations(
     responses=problems(404),
     dependencies=[needs("manage_members", "invitation.withdrawn")],
 )
-async def withdraw_invitation(invitation_id: str, scope: ScopeDep, services: ServicesDep) -> None:
+async def withdraw_invitation(change: ChangeDep, invitation_id: str) -> None:
     """Withdraw a pending invitation: its link stops working at once."""
-    async with services.db.scoped(scope) as conn:
-        await members.withdraw_invitation(conn, scope, invitation_id=invitation_id, now=utcnow())
+    async with change as conn:
+        await members.withdraw_invitation(
+            conn, change.scope, invitation_id=invitation_id, now=utcnow()
+        )
