@@ -11,6 +11,7 @@ import secrets
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.background import BackgroundTask
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
@@ -26,6 +27,7 @@ from core.http.dashboard.pages import (
     set_cookie,
 )
 from core.http.deps import ServicesDep, throttled_client
+from core.outbox.wakeup import wake_deliveries
 from core.owner import members
 from core.owner.dashboard_sessions import close_session, load_session, open_session
 from core.owner.throttle import OVER_LIMIT_DELAY, count_sign_in, forgive_sign_in, refused_sign_in
@@ -250,8 +252,15 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
         )
         response.headers["Retry-After"] = str(turn.retry_after)
         return response
-    await members.request_password_reset(services, _text(form, "email"))
-    return _public_page(request, services, "forgot.html", title="Reset your password", sent=True)
+    # The same page, after the same work, for a member and a stranger: the email is queued
+    # (one statement), and the worker sends it; only after the answer are the deliverers woken.
+    queued = await members.request_password_reset(services, _text(form, "email"))
+    response = _public_page(
+        request, services, "forgot.html", title="Reset your password", sent=True
+    )
+    if queued:
+        response.background = BackgroundTask(wake_deliveries, services)
+    return response
 
 
 @router.get("/reset/{token}", dependencies=[open_to_all()])
