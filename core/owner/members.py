@@ -350,10 +350,10 @@ async def _link(
     return token
 
 
-async def request_password_reset(services: Services, email: str) -> bool:
+async def request_password_reset(services: Services, email: str) -> None:
     """Queue a one-time reset link (valid 1 hour) to a member's address, as an outbox email
     (kind `account`, in their first organization), within RESET_BOUND requests for the
-    address per RESET_WINDOW; whether one was queued.
+    address per RESET_WINDOW; anything else queues nothing.
 
     The same work whatever the address (a token sealed, one statement that writes the
     address's count), no email sent and no password hashed here, so neither the answer nor
@@ -373,9 +373,8 @@ async def request_password_reset(services: Services, email: str) -> bool:
     }
     now = utcnow()
     async with services.db.connection() as conn:
-        queued = await _one(
-            conn,
-            "queue_password_reset",
+        await conn.execute(
+            queries["queue_password_reset"],
             {
                 "email": email,
                 "recipient_hash": reset_address_hash(key, email),
@@ -388,7 +387,6 @@ async def request_password_reset(services: Services, email: str) -> bool:
                 "expires_at": now + RESET_LIFETIME,
             },
         )
-    return queued is not None
 
 
 async def reset_link_is_live(conn: Conn, token: str, *, now: datetime) -> bool:

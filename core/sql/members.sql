@@ -136,8 +136,7 @@ VALUES (%(token_hash)s, %(member_id)s, %(kind)s, %(expires_at)s)
 -- %(bound)s in a window of %(window)s from the first; a new window once it has ended),
 -- under the count row's lock, so requests racing from any number of clients cannot pass
 -- it. Within it, for a member of an organization: the link (its token's hash) and the
--- email's delivery (kind `account`, in the member's first organization, due now). Returns
--- the delivery's id when one was queued.
+-- email's delivery (kind `account`, in the member's first organization, due now).
 WITH counted AS (
     INSERT INTO reset_counts AS c (recipient_hash, window_start, sent)
     VALUES (%(recipient_hash)s, %(now)s, 1)
@@ -166,7 +165,6 @@ SELECT %(id)s, m.organization_id, 'account', t.name, t.max_attempts, %(now)s,
        %(payload)s, jsonb_build_object('to', jsonb_build_array(m.email)), %(now)s, %(now)s
   FROM member m
   JOIN destination_types t ON t.name = 'email'
-RETURNING id
 
 -- name: use_member_link
 -- Use a live link of this kind once; its member, or nothing.

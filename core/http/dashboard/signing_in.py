@@ -253,13 +253,13 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
         response.headers["Retry-After"] = str(turn.retry_after)
         return response
     # The same page, after the same work, for a member and a stranger: the email is queued
-    # (one statement), and the worker sends it; only after the answer are the deliverers woken.
-    queued = await members.request_password_reset(services, _text(form, "email"))
+    # (one statement) for the worker to send, and the deliverers are woken after the answer
+    # either way (where the answer waits for it, as on Lambda, it says nothing either).
+    await members.request_password_reset(services, _text(form, "email"))
     response = _public_page(
         request, services, "forgot.html", title="Reset your password", sent=True
     )
-    if queued:
-        response.background = BackgroundTask(wake_deliveries, services)
+    response.background = BackgroundTask(wake_deliveries, services)
     return response
 
 
