@@ -25,7 +25,8 @@ from pydantic import EmailStr, Field
 
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.text import cut, message
+from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, cut, message
+from core.owner.credentials import sealed_token
 from core.platform.addresses import valid_address
 from core.platform.aws import SES, aws_client
 from core.platform.clock import utcnow
@@ -129,10 +130,14 @@ class EmailAdapter(BaseAdapter):
         if not to:
             return Result(ok=False, retryable=False, error_class="invalid_target")
         subject, text = message(payload, ctx.template)
+        account = payload.get("event") == ACCOUNT_EVENT
+        if account:
+            text = text.replace(LINK_MARK, _account_link(ctx.settings, payload))
         return await send_email(
             ctx.settings,
             ctx.http,
-            Email(to, subject, text, reply_to=_reply_to(payload, ctx.template)),
+            # An account email's link is never written to the log.
+            Email(to, subject, text, _reply_to(payload, ctx.template), loggable=not account),
             message_key=ctx.delivery_id,
             timeout=ctx.timeout,
         )
@@ -159,7 +164,8 @@ async def send_email(
     timeout: float,
 ) -> Result:
     """Send `mail` through the installation's provider (or the log); `message_key` makes its
-    `Message-ID` and Resend's idempotency key, the same for each attempt."""
+    `Message-ID` and Resend's idempotency key, the same for each attempt of one email and
+    never another's (a delivery's or an invitation's id)."""
     to, subject, text, reply_to = mail.to, mail.subject, mail.text, mail.reply_to
     if settings.email_provider == "log":
         detail: dict[str, Any] = {
@@ -213,6 +219,14 @@ async def send_email(
     return await asyncio.to_thread(
         _send_smtp, settings.smtp_url.get_secret_value(), settings.mail_from, to, mime, timeout
     )
+
+
+def _account_link(settings: Settings, payload: Mapping[str, Any]) -> str:
+    """The link of an account email, its token sealed from the payload's nonce now: the
+    stored delivery holds no live token, and every attempt sends the same link."""
+    link = payload["link"]
+    token = sealed_token(settings.require_secret_key(), str(link["nonce"]))
+    return f"{settings.public_url.rstrip('/')}{link['path']}{token}"
 
 
 def _reply_to(payload: Mapping[str, Any], template: Mapping[str, Any] | None) -> str | None:

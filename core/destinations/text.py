@@ -9,6 +9,8 @@ so no value can make rendering recurse without bound.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +27,19 @@ SUBJECT_CHARS = 998
 # The payload event of an owner's notice (core/owner/notifications.py): like a digest, it
 # carries its own subject and text.
 NOTICE_EVENT = "postbag.notice"
-_OWN_TEXT = frozenset({"form.digest", NOTICE_EVENT})
+# The payload event of an email about a member's account (a password reset): its own subject
+# and text, whose link the email adapter seals when it sends (core/destinations/email.py).
+ACCOUNT_EVENT = "postbag.account"
+# Where its text has the link: `{"link": {"path": "/app/reset/", "nonce": …}}` in the payload.
+LINK_MARK = "{link}"
+_OWN_TEXT = frozenset({"form.digest", NOTICE_EVENT, ACCOUNT_EVENT})
+# The longest tenant-written text (a name) an installation email quotes.
+QUOTED_CHARS = 80
+# A dot between two letters or digits (and its CJK and full-width forms): what makes a
+# domain name a mail client links.
+_LINKING_DOT = re.compile(r"(?<=\w)[.\u3002\uff0e\uff61](?=\w)")
+# Quotation marks inside a quoted text, which could seem to end the quote.
+_QUOTES = str.maketrans({"“": "'", "”": "'", '"': "'"})
 # Levels of lists and objects inside a field's value that the text shows.
 MAX_DEPTH = 8
 CUT = "…"
@@ -96,6 +110,18 @@ def one_line(text: str) -> str:
     """`text` with its line breaks as spaces: a subject is one header line, and a visitor's
     CR/LF must neither break it nor add a header."""
     return " ".join(text.splitlines())
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """Tenant-written text (a key's, member's or organization's name) as an email the
+    installation sends shows it: within “…”, on one line (control, format and separator
+    characters read as one space; its own quotation marks as `'`), at most `limit`
+    characters, and never a link: `://` reads `[:]//` and a dot between two letters or
+    digits `[.]`, so no mail client makes a URL, a domain or an address of it."""
+    text = "".join(" " if unicodedata.category(char)[0] in "CZ" else char for char in str(value))
+    text = " ".join(text.split()).translate(_QUOTES)
+    text = _LINKING_DOT.sub("[.]", text.replace("://", "[:]//"))
+    return f"“{cut(text, limit)}”"
 
 
 def message(

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from core.destinations.email import Email, send_email
 from core.destinations.http import shared_client
+from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, quoted
 from core.owner.changes import Change
 from core.owner.credentials import (
     hash_password,
@@ -26,6 +29,8 @@ from core.owner.credentials import (
     password_matches,
     password_problem,
     recovery_hash,
+    reset_address_hash,
+    sealed_token,
     token_hash,
     totp_step,
 )
@@ -43,7 +48,6 @@ from core.platform.errors import (
     Unauthenticated,
 )
 from core.platform.ids import new_id
-from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.services import Services
@@ -57,6 +61,9 @@ INVITATION_DAY = timedelta(days=1)
 ADDRESS_INVITATIONS_PER_DAY = 3
 ORGANIZATION_INVITATIONS_PER_DAY = 50
 RESET_LIFETIME = timedelta(hours=1)
+# Reset emails one address is sent at most per window, whoever asks from wherever.
+RESET_BOUND = 3
+RESET_WINDOW = timedelta(hours=1)
 # A sign-in link of `postbag dev`, and the first owner's link to set a password.
 SIGN_IN_LINK_LIFETIME = timedelta(hours=12)
 FIRST_OWNER_LINK_LIFETIME = timedelta(days=7)
@@ -245,11 +252,14 @@ async def withdraw_invitation(
 def invitation_email(
     invitation: Invitation, *, organization: str, inviter: str, public_url: str
 ) -> Email:
+    """The invitation's email: the organization's and the inviter's names (tenant-written)
+    only quoted on one line, capped, never a link (`quoted`)."""
     link = f"{public_url.rstrip('/')}/app/invitations/{invitation.token}"
     return Email(
         [invitation.email],
-        f"You are invited to {organization} on Postbag",
-        f"{inviter} invited you to {organization} on Postbag, as {invitation.role}.\n\n"
+        f"You are invited to {quoted(organization)} on Postbag",
+        f"{quoted(inviter)} invited you to {quoted(organization)} on Postbag, as "
+        f"{invitation.role}.\n\n"
         f"Accept within 7 days (the link works once):\n{link}\n\n"
         "If you did not expect this, ignore this email.\n",
         loggable=False,
@@ -457,34 +467,40 @@ async def _link(
 
 
 async def request_password_reset(services: Services, email: str) -> None:
-    """Email a one-time reset link (valid 1 hour) to a member's address; an unknown address
-    gets nothing, and the caller says the same either way."""
-    async with services.db.connection() as conn:
-        member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
-        if member is None:
-            return
-        token = await _link(conn, member["id"], "password_reset", RESET_LIFETIME, utcnow())
-    link = f"{services.settings.public_url.rstrip('/')}/app/reset/{token}"
-    mail = Email(
-        [member["address"]],
-        "Reset your Postbag password",
-        f"Someone asked to reset the password of {member['address']} on Postbag.\n\n"
-        f"Set a new one within the hour (the link works once):\n{link}\n\n"
+    """Queue a one-time reset link (valid 1 hour) to a member's address, as an outbox email
+    (kind `account`, in their first organization), within RESET_BOUND requests for the
+    address per RESET_WINDOW; anything else queues nothing.
+
+    The same work whatever the address (a token sealed, one statement that writes the
+    address's count), no email sent and no password hashed here, so neither the answer nor
+    its time says who is a member.
+    """
+    email = email.strip()[:320]
+    key = services.settings.require_secret_key()
+    delivery_id, nonce = new_id("dlv"), new_token()
+    token = sealed_token(key, nonce)
+    payload = {
+        "event": ACCOUNT_EVENT,
+        "subject": "Reset your Postbag password",
+        "text": "Someone asked to reset the password of this address on Postbag.\n\n"
+        f"Set a new one within the hour (the link works once):\n{LINK_MARK}\n\n"
         "If it was not you, ignore this email: your password stays as it is.\n",
-        loggable=False,
-    )
-    result = await send_email(
-        services.settings,
-        shared_client(),
-        mail,
-        message_key=f"reset-{member['id']}",
-        timeout=EMAIL_TIMEOUT,
-    )
-    if not result.ok:
-        log.warning(
-            "password reset email not sent",
-            extra={
-                "detail": {"member": member["id"], "why": result.skip_reason or result.error_class}
+        "link": {"path": "/app/reset/", "nonce": nonce},
+    }
+    now = utcnow()
+    async with services.db.connection() as conn:
+        await conn.execute(
+            queries["queue_password_reset"],
+            {
+                "email": email,
+                "recipient_hash": reset_address_hash(key, email),
+                "id": delivery_id,
+                "token_hash": token_hash(token),
+                "payload": Jsonb(payload),
+                "bound": RESET_BOUND,
+                "window": RESET_WINDOW,
+                "now": now,
+                "expires_at": now + RESET_LIFETIME,
             },
         )
 

@@ -23,7 +23,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
-from core.destinations.text import NOTICE_EVENT
+from core.destinations.text import NOTICE_EVENT, quoted
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn, Database
@@ -192,7 +192,8 @@ def notice_email(
 
 
 def _quoted(name: object) -> str:
-    return f"“{name}”" if name else "(removed)"
+    # A destination's or form's name is tenant-written: quoted on one line, never a link.
+    return quoted(name) if name else "(removed)"
 
 
 def _more(count: int) -> list[str]:

@@ -64,7 +64,9 @@ MemberLinkKind = Literal["password_reset", "sign_in"]
 # deliveries.status
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
-DeliveryKind = Literal["submission", "acknowledgement", "digest", "event", "notification"]
+DeliveryKind = Literal[
+    "submission", "acknowledgement", "digest", "event", "notification", "account"
+]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
     "values_erased",

@@ -186,6 +186,42 @@ RETURNING id
 INSERT INTO member_links (token_hash, member_id, kind, expires_at)
 VALUES (%(token_hash)s, %(member_id)s, %(kind)s, %(expires_at)s)
 
+-- name: queue_password_reset
+-- A password reset asked for `email`, in one statement that writes whatever the address:
+-- the address's count (%(recipient_hash)s) moves on when it is within its bound (at most
+-- %(bound)s in a window of %(window)s from the first; a new window once it has ended),
+-- under the count row's lock, so requests racing from any number of clients cannot pass
+-- it. Within it, for a member of an organization: the link (its token's hash) and the
+-- email's delivery (kind `account`, in the member's first organization, due now).
+WITH counted AS (
+    INSERT INTO reset_counts AS c (recipient_hash, window_start, sent)
+    VALUES (%(recipient_hash)s, %(now)s, 1)
+    ON CONFLICT (recipient_hash) DO UPDATE
+       SET window_start = CASE WHEN c.window_start <= %(now)s - %(window)s
+                               THEN %(now)s ELSE c.window_start END,
+           sent = CASE WHEN c.window_start <= %(now)s - %(window)s THEN 1 ELSE c.sent + 1 END
+     WHERE c.window_start <= %(now)s - %(window)s OR c.sent < %(bound)s
+    RETURNING recipient_hash
+),
+member AS (
+    SELECT m.id, m.email, f.organization_id
+      FROM members m
+     CROSS JOIN LATERAL (
+        SELECT ms.organization_id FROM memberships ms WHERE ms.member_id = m.id
+         ORDER BY ms.created_at, ms.organization_id LIMIT 1) f
+     WHERE lower(m.email) = lower(%(email)s) AND EXISTS (SELECT 1 FROM counted)
+),
+link AS (
+    INSERT INTO member_links (token_hash, member_id, kind, expires_at)
+    SELECT %(token_hash)s, id, 'password_reset', %(expires_at)s FROM member
+)
+INSERT INTO deliveries (id, organization_id, kind, channel, max_attempts, next_attempt_at,
+                        payload, target, created_at, updated_at)
+SELECT %(id)s, m.organization_id, 'account', t.name, t.max_attempts, %(now)s,
+       %(payload)s, jsonb_build_object('to', jsonb_build_array(m.email)), %(now)s, %(now)s
+  FROM member m
+  JOIN destination_types t ON t.name = 'email'
+
 -- name: use_member_link
 -- Use a live link of this kind once; its member, or nothing.
 UPDATE member_links SET used_at = %(now)s

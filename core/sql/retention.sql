@@ -149,6 +149,14 @@ DELETE FROM acknowledgement_counts
         WHERE day < (%(before)s AT TIME ZONE 'UTC')::date
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 
+-- name: prune_reset_counts
+-- Up to `limit` counts of password resets whose window started before `before` (it has
+-- ended: the next request starts a new one) deleted.
+DELETE FROM reset_counts
+ WHERE recipient_hash IN (
+       SELECT recipient_hash FROM reset_counts WHERE window_start < %(before)s
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
 -- name: prune_heartbeats
 -- Up to `limit` heartbeats whose last pass ended before `before`, deleted.
 DELETE FROM worker_heartbeats

@@ -27,6 +27,7 @@ from core.outbox.wakeup import wake_deliveries
 from core.owner.alerts import raise_alert
 from core.owner.dashboard_sessions import forget_idle_sessions
 from core.owner.form_schemas import DRIFT_DAYS
+from core.owner.members import RESET_WINDOW
 from core.owner.notifications import gather, send_due
 from core.owner.plans import PLANS
 from core.platform.db import Conn
@@ -275,8 +276,9 @@ async def prune_history(
     services: Services, *, now: datetime, options: RetentionOptions, deadline: float
 ) -> Counter[str]:
     """Delete events, delivery attempts and handled notices older than `HISTORY_DAYS`, the
-    counts of acknowledgements of days gone by, heartbeats of workers long gone, duplicate
-    fingerprints whose window is over and expired invitations, a batch per statement."""
+    counts of acknowledgements of days gone by and of password resets whose window ended,
+    heartbeats of workers long gone, duplicate fingerprints whose window is over and expired
+    invitations, a batch per statement."""
     stats: Counter[str] = Counter()
     history_start = now - timedelta(days=HISTORY_DAYS)
     for name, counter, before in (
@@ -292,6 +294,7 @@ async def prune_history(
         ("prune_heartbeats", "heartbeats_pruned", now - timedelta(days=HEARTBEAT_DAYS)),
         ("prune_notifications", "notifications_pruned", history_start),
         ("prune_invitations", "invitations_swept", now),
+        ("prune_reset_counts", "reset_counts_pruned", now - RESET_WINDOW),
     ):
         while True:
             async with services.db.connection() as conn:

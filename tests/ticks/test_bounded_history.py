@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.owner.members import RESET_WINDOW
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
@@ -23,6 +24,7 @@ from tests.support.builders import (
     make_tenant,
     setup_form,
 )
+from tests.support.dashboard import csrf_of, dashboard_client
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY
@@ -126,6 +128,25 @@ async def test_retention__forgets_acknowledgement_counts_of_past_days(
     assert stats["acknowledgement_counts_pruned"] == 1
     kept = await rows(conn, "SELECT recipient_hash FROM acknowledgement_counts")
     assert [bytes(row["recipient_hash"]) for row in kept] == [b"today"]
+
+
+async def test_retention__forgets_reset_counts_whose_window_ended(
+    services: Services, conn: Conn
+) -> None:
+    """A reset asked for any address counts (a stranger's too): the row goes once its
+    window is over, the next request would start a new one."""
+    async with dashboard_client(services) as client:
+        page = await client.get("/app/forgot")
+        await client.post("/app/forgot", data={"csrf": csrf_of(page.text), "email": "x@a.test"})
+    later = utcnow() + RESET_WINDOW
+    await conn.execute(
+        "INSERT INTO reset_counts (recipient_hash, window_start, sent) VALUES ('\\x01', %(at)s, 1)",
+        {"at": later},
+    )
+    stats = await run_retention(services, now=later + timedelta(seconds=1), budget=10)
+    assert stats["reset_counts_pruned"] == 1
+    kept = await rows(conn, "SELECT recipient_hash FROM reset_counts")
+    assert [bytes(row["recipient_hash"]) for row in kept] == [b"\x01"]
 
 
 async def test_retention__forgets_heartbeats_of_workers_long_gone(

@@ -10,6 +10,7 @@ import secrets
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.background import BackgroundTask
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
@@ -25,6 +26,7 @@ from core.http.dashboard.pages import (
     set_cookie,
 )
 from core.http.deps import ServicesDep, throttled_client
+from core.outbox.wakeup import wake_deliveries
 from core.owner import members
 from core.owner.dashboard_sessions import close_session, load_session, open_session
 from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, throttle_account
@@ -251,8 +253,15 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
         )
         response.headers["Retry-After"] = str(turn.retry_after)
         return response
+    # The same page, after the same work, for a member and a stranger: the email is queued
+    # (one statement) for the worker to send, and the deliverers are woken after the answer
+    # either way (where the answer waits for it, as on Lambda, it says nothing either).
     await members.request_password_reset(services, _text(form, "email"))
-    return _public_page(request, services, "forgot.html", title="Reset your password", sent=True)
+    response = _public_page(
+        request, services, "forgot.html", title="Reset your password", sent=True
+    )
+    response.background = BackgroundTask(wake_deliveries, services)
+    return response
 
 
 async def _count_reset_link(request: Request, services: Services) -> Turn:
