@@ -85,8 +85,8 @@ class Result:
     happened, `excerpt` is at most 512 characters of the answer, and `retry_after` is the
     peer's requested wait in seconds (at most 6 h), if it gave a valid one. `skip_reason` ends the
     delivery `skipped` without a send (the `log` email provider: printed, never sent).
-    `provider_error` is a service's short error code (Slack's `invalid_payload`), shown
-    after the HTTP status.
+    Only the excerpt holds the receiver's words (which may echo values): `summary` is a
+    class Postbag names.
     """
 
     ok: bool
@@ -96,26 +96,18 @@ class Result:
     excerpt: str | None = None
     retry_after: float | None = None
     skip_reason: DeliverySkipReason | None = None
-    provider_error: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def logged(self) -> str:
-        """`summary` without a service's error text (which may echo values): for logs."""
-        if self.http_status is not None and not self.ok and not self.skip_reason:
-            return f"http_{self.http_status}"
-        return self.summary
-
-    @property
     def summary(self) -> str:
-        """One line for `last_detail`: `http_503`, `timeout`, `sent`…"""
+        """One line for `last_detail`, never the receiver's words: `http_503`, `timeout`,
+        `sent`…"""
         if self.ok:
             return f"sent (HTTP {self.http_status})" if self.http_status else "sent"
         if self.skip_reason:
             return self.skip_reason
         if self.http_status is not None:
-            status = f"http_{self.http_status}"
-            return f"{status}: {self.provider_error}" if self.provider_error else status
+            return f"http_{self.http_status}"
         return self.error_class or "failed"
 
 

@@ -5,13 +5,13 @@ Anyone holding an incoming-webhook URL can post into the channel, so the URL is 
 destination's secret: given as `config.url`, stored as a secret version (rotated by a new
 `config.url`), and read back only redacted to its origin and first path segment. A type
 module subclasses `ChatAdapter` and says how its service's message looks (`body`), and
-where it differs, how the service asks to wait (`retry_after`) and names an error
-(`provider_error`).
+where it differs, how the service asks to wait (`retry_after`). A refusal is shown as its
+HTTP status (`http_400`): a service's error text may quote the refused message, so it is
+kept only in the attempt's excerpt.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -37,9 +37,6 @@ from core.destinations.ssrf import (
     url_origin,
 )
 from core.destinations.text import ChatMessage, chat_message
-
-# A service's short error is shown after the HTTP status; longer answers are cut.
-PROVIDER_ERROR_CHARS = 100
 
 
 class IncomingWebhookConfig(AdapterConfig):
@@ -89,11 +86,6 @@ class ChatAdapter(BaseAdapter):
         """The wait a 429 or 5xx answer's body asks for, beyond `Retry-After`."""
         return None
 
-    def provider_error(self, answer: str) -> str | None:
-        """The service's short error in a refusal's body (its first line, cut)."""
-        first = answer.strip().splitlines()[0] if answer.strip() else ""
-        return first[:PROVIDER_ERROR_CHARS] or None
-
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
     ) -> Result:
@@ -113,7 +105,7 @@ class ChatAdapter(BaseAdapter):
         if pinned.host_header is not None:
             headers["Host"] = pinned.host_header
         # The URL holds the credential: `http.post` records class names, never messages.
-        result = await http.post(
+        return await http.post(
             ctx.http,
             pinned.url,
             content=content.encode(),
@@ -122,6 +114,3 @@ class ChatAdapter(BaseAdapter):
             server_hostname=pinned.sni_hostname,
             retry_after=self.retry_after,
         )
-        if result.ok or result.retryable or result.http_status is None:
-            return result
-        return dataclasses.replace(result, provider_error=self.provider_error(result.excerpt or ""))

@@ -11,8 +11,8 @@ ones are cut with `…`.
 Answers: 204 (200 with `?wait=true`) is sent. A 429 carries a `Retry-After` header and a
 body `retry_after` in fractional seconds: the longer of the header and the body's figure
 (rounded up to whole seconds, as the header's is) sets the wait. 5xx is
-retried; another 4xx is dead at once, shown as Discord's `{"code", "message"}`
-(`http_404: 10015 Unknown Webhook`).
+retried; another 4xx is dead at once, shown as its status (`http_404`); Discord's
+`{"code", "message"}` stays in the attempt's excerpt.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any, ClassVar
 
-from core.destinations.chat import PROVIDER_ERROR_CHARS, ChatAdapter
+from core.destinations.chat import ChatAdapter
 from core.destinations.text import ChatMessage, cut
 
 TITLE_CHARS = 256
@@ -39,10 +39,6 @@ VALUE_CHARS = 1024
 _MARKUP = re.compile(
     r"(?P<link>https?://[^\s<]+)|(?P<mention>@(?=everyone|here))|(?P<char>[\\*_~`|>#\-\[\]()<])"
 )
-# A refusal's `code` and `message`, found by pattern: the answer's excerpt may end mid-JSON
-# (an invalid body's `errors` run long), and Discord writes both keys first.
-_ERROR_CODE = re.compile(r'"code"\s*:\s*(\d+)')
-_ERROR_MESSAGE = re.compile(r'"message"\s*:\s*"([^"\\]+)"')
 
 
 def escape(text: str) -> str:
@@ -95,15 +91,6 @@ class DiscordAdapter(ChatAdapter):
         if isinstance(seconds, int | float) and 0 < seconds < math.inf:
             return float(math.ceil(seconds))
         return None
-
-    def provider_error(self, answer: str) -> str | None:
-        """`10015 Unknown Webhook` from Discord's JSON error, else the answer's first line."""
-        code = _ERROR_CODE.search(answer)
-        message = _ERROR_MESSAGE.search(answer)
-        if code is None and message is None:
-            return super().provider_error(answer)
-        words = [match.group(1) for match in (code, message) if match is not None]
-        return " ".join(words)[:PROVIDER_ERROR_CHARS]
 
 
 adapter = DiscordAdapter()

@@ -4,7 +4,6 @@ the dashboard's Send test)."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from datetime import datetime
 from typing import Any
@@ -79,12 +78,12 @@ async def send_sample(
     )
     started = time.monotonic()
     result = await adapter.test(config, sample_payload(now), ctx)
-    # The status and the error class only: no byte of the receiver's answer (nor a
-    # service's error line taken from it) comes back, so a test cannot fetch a URL's body.
+    # The status and the error class only: no byte of the receiver's answer comes back, so
+    # a test cannot fetch a URL's body.
     return {
         "ok": result.ok,
         "retryable": result.retryable,
-        "detail": dataclasses.replace(result, provider_error=None).summary,
+        "detail": result.summary,
         "http_status": result.http_status,
         "error_class": result.error_class,
         "duration_ms": round((time.monotonic() - started) * 1000),

@@ -13,10 +13,9 @@ cut with `…`; lines beyond the last section Slack allows are counted in a clos
 instead of being sent.
 
 Answers: `200 ok` is sent. 429 waits for its `Retry-After`; 408, 5xx, timeouts and
-connection errors are retried. Any other status is final, and Slack's plain-text body names
-why after the status (`http_400: invalid_payload`, `http_403: action_prohibited`,
-`http_404: channel_not_found` or `no_service`, `http_410: channel_is_archived`), as
-`ChatAdapter` reads it; Slack's answers need nothing beyond that.
+connection errors are retried. Any other status is final, shown as the status
+(`http_400`, `http_404`); Slack's plain-text body (`invalid_payload`, `channel_not_found`…)
+may quote the message, so it stays in the attempt's excerpt.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ with a marker until the body fits, and when even short ones do not, the trailing
 left out and counted.
 
 Answers: 202 (or any 2xx) sent; 429 waits its `Retry-After`; 408 and 5xx retried; any other
-status dead at once, shown with the `error.code` of its JSON body (`http_404:
-WorkflowNotFound`).
+status dead at once, shown as its status (`http_404`); the JSON body's `error.code`
+stays in the attempt's excerpt.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from core.destinations.chat import PROVIDER_ERROR_CHARS, ChatAdapter
+from core.destinations.chat import ChatAdapter
 from core.destinations.text import ChatMessage, cut
 
 # Teams' limit is 28 KB per message; this leaves room for the request's headers.
@@ -31,8 +31,6 @@ CUT_MARKER = "…"
 SHORTEST_CUT = 100
 
 _MARKDOWN = re.compile(r"([\\*_\[\]()#\->`<])")
-# The excerpt of a long answer may end mid-JSON, so the code is found, not parsed.
-_ERROR_CODE = re.compile(r'"code"\s*:\s*"([^"\\]+)"')
 
 
 def escape(text: str) -> str:
@@ -126,11 +124,6 @@ class TeamsAdapter(ChatAdapter):
 
     def body(self, message: ChatMessage) -> dict[str, Any]:
         return fitted(message)
-
-    def provider_error(self, answer: str) -> str | None:
-        """The `error.code` of a Workflows refusal (`WorkflowNotFound`), else its first line."""
-        found = _ERROR_CODE.search(answer)
-        return found.group(1)[:PROVIDER_ERROR_CHARS] if found else super().provider_error(answer)
 
 
 adapter = TeamsAdapter()

@@ -196,7 +196,7 @@ async def _record(
         await _alert(state, claim, outcome.reason, now)
         if blamed is not None and window_end is not None:
             await breaker.promote_next_probe(blamed, at=window_end, now=now)
-    ids = {**claim.log_ids, "detail": {"status": outcome.status, "result": result.logged}}
+    ids = {**claim.log_ids, "detail": {"status": outcome.status, "result": result.summary}}
     if not won:
         state.stats["fenced"] += 1
         log.warning("late answer of an expired claim ignored", extra=ids)

@@ -35,6 +35,8 @@ from core.platform.vocabulary import AuditActorKind, AuditVia
 UNCHANGING = frozenset(
     {
         "submission.read",
+        "submission.searched",
+        "delivery.read",
         "attachment.downloaded",
         "export.downloaded",
         "stream_event.listed",

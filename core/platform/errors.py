@@ -52,6 +52,11 @@ class InputLimit(InvalidInput):
     """The input is past a documented limit: nesting depth, field count, field name length."""
 
 
+class InvalidSearch(InvalidInput):
+    """A search text (`q`) the database cannot read as a search (a NUL, operators without
+    words): refused, never a failed request."""
+
+
 class PlanLimitReached(PostbagError):
     """Creating the object would take the organization past its plan's count of that kind."""
 

@@ -249,11 +249,11 @@ OUTCOMES: list[tuple[str, Callable[[Request], Answer], str, str]] = [
     ("500", status(500, body=b"rollup_error"), "failed", "http_500"),
     ("503", status(503), "failed", "http_503"),
     ("timeout", hang(2.0), "failed", "timeout"),
-    ("400", status(400, body=b"invalid_payload"), "dead", "http_400: invalid_payload"),
-    ("403", status(403, body=b"action_prohibited"), "dead", "http_403: action_prohibited"),
-    ("404", status(404, body=b"channel_not_found"), "dead", "http_404: channel_not_found"),
-    ("404 service", status(404, body=b"no_service"), "dead", "http_404: no_service"),
-    ("410", status(410, body=b"channel_is_archived"), "dead", "http_410: channel_is_archived"),
+    ("400", status(400, body=b"invalid_payload"), "dead", "http_400"),
+    ("403", status(403, body=b"action_prohibited"), "dead", "http_403"),
+    ("404", status(404, body=b"channel_not_found"), "dead", "http_404"),
+    ("404 service", status(404, body=b"no_service"), "dead", "http_404"),
+    ("410", status(410, body=b"channel_is_archived"), "dead", "http_410"),
 ]
 
 

@@ -233,9 +233,9 @@ OUTCOMES: list[tuple[str, Any, str, str]] = [
     ("ok", status(200), "sent", "sent (HTTP 200)"),
     ("server error", status(502), "failed", "http_502"),
     ("timeout", hang(3), "failed", "timeout"),
-    ("not found", status(404, {}, WORKFLOW_NOT_FOUND), "dead", "http_404: WorkflowNotFound"),
-    ("long refusal", status(400, {}, BAD_CONTENT), "dead", "http_400: InvalidRequestContent"),
-    ("plain refusal", status(403, {}, b"Forbidden\nmore"), "dead", "http_403: Forbidden"),
+    ("not found", status(404, {}, WORKFLOW_NOT_FOUND), "dead", "http_404"),
+    ("long refusal", status(400, {}, BAD_CONTENT), "dead", "http_400"),
+    ("plain refusal", status(403, {}, b"Forbidden\nmore"), "dead", "http_403"),
 ]
 
 

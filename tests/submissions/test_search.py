@@ -3,14 +3,24 @@ only while the values are readable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
+import httpx
+import psycopg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg.rows import dict_row
+
+from core.http.api_app import create_api_app
 from core.platform.db import Conn
 from core.platform.services import Services
-from tests.support.api import api_client
-from tests.support.builders import Tenant, make_form, make_tenant
+from tests.support.api import api_client, assert_problem
+from tests.support.builders import Tenant, make_form, make_submission, make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
+from tests.support.fuzzing import served, tenant_with_form
 from tests.support.records import rows
 from tests.support.submit import submit_client
 
@@ -123,3 +133,117 @@ async def test_inbox__search_box_csv_button_and_failures_that_stand_out(
     assert "Not delivered" in everything.split(missed, 1)[1].split("</tr>", 1)[0]
     fine_row = everything.split(found, 1)[0].rsplit("<tr", 1)[1]
     assert "trouble" not in fine_row
+
+
+async def test_search__fifty_dashes_are_a_422_invalid_search_not_a_500(
+    services: Services, conn: Conn
+) -> None:
+    """PostgreSQL's web-search parser refuses a long run of `-` (`tsquery stack too small`):
+    the API answers `422 invalid_search`, the inbox a 422 page (as for a NUL, which the API
+    refuses for any query parameter); a refused search is not recorded."""
+    acme = await make_tenant(conn)
+    form = await make_form(conn, acme)
+    await _post(services, form, {"message": "Ferry to Zanzibar"})
+    async with api_client(services, acme.key) as api:
+        answer = await api.get("/v1/submissions", params={"q": "-" * 50})
+        assert (await api.get("/v1/submissions", params={"q": "-" * 30})).status_code == 200
+    problem = assert_problem(answer, 422, "invalid_search")
+    assert [e["field"] for e in problem["errors"]] == ["q"]
+    async with dashboard_client(services) as client:
+        await sign_in(client, acme.key)
+        page = await client.get("/app", params={"q": "-" * 50})
+        nul = await client.get("/app", params={"q": "a\x00b"})
+    assert page.status_code == 422
+    assert "cannot be read as a search" in page.text
+    assert (nul.status_code, "NUL" in nul.text) == (422, True)
+    # Only the 30 dashes (a search that answered) left a row.
+    recorded = await rows(
+        conn, "SELECT action FROM audit_log WHERE organization_id = %(o)s", o=acme.org
+    )
+    assert recorded == [{"action": "submission.searched"}]
+
+
+async def test_search__each_search_is_recorded_with_its_form_never_its_text(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    form = await make_form(conn, acme)
+    await _post(services, form, {"message": "Ferry to Zanzibar"})
+    async with api_client(services, acme.key) as api:
+        assert await _found(services, acme, "zanzibar")
+        by_form = await api.get("/v1/submissions", params={"q": "ferry", "form": form})
+        assert by_form.status_code == 200
+        # A list without `q` reads no values: no row.
+        assert (await api.get("/v1/submissions")).status_code == 200
+    async with dashboard_client(services) as client:
+        await sign_in(client, acme.key)
+        assert (await client.get("/app", params={"q": "friday"})).status_code == 200
+        assert (await client.get("/app")).status_code == 200
+    trail = await rows(
+        conn,
+        "SELECT action, subject, via, actor_kind FROM audit_log"
+        " WHERE organization_id = %(org)s AND action LIKE 'submission.%%' ORDER BY seq",
+        org=acme.org,
+    )
+    assert trail == [
+        {"action": "submission.searched", "subject": acme.org, "via": "api", "actor_kind": "key"},
+        {"action": "submission.searched", "subject": form, "via": "api", "actor_kind": "key"},
+        {
+            "action": "submission.searched",
+            "subject": acme.org,
+            "via": "dashboard",
+            "actor_kind": "member",
+        },
+    ]
+    stored = repr(await rows(conn, "SELECT * FROM audit_log"))
+    assert "zanzibar" not in stored and "ferry" not in stored and "friday" not in stored
+
+
+# Any text, with the web-search syntax's operators and PostgreSQL's tsquery characters
+# often; lone surrogates cannot travel in a URL.
+_OPERATORS = ["-", "-" * 10, '"', " or ", " ", "!", "&", "|", "(", ")", ":*", "<->", "\\"]
+_SEARCH_TEXT = st.lists(
+    st.characters(blacklist_categories=("Cs",)) | st.sampled_from(_OPERATORS), max_size=120
+).map("".join)
+
+
+def _stored_submission(db_url: str, tenant: Tenant, form: str) -> None:
+    """One submission with values: with none, PostgreSQL never parses the search."""
+
+    async def make() -> None:
+        async with await psycopg.AsyncConnection.connect(
+            db_url, autocommit=True, row_factory=dict_row
+        ) as conn:
+            await make_submission(conn, tenant, form, {"message": "Ferry to Zanzibar"})
+
+    asyncio.run(make())
+
+
+def test_search__any_text_is_a_result_or_a_422(db_url: str, tmp_path: Path) -> None:
+    tenant, form = tenant_with_form(db_url)
+    _stored_submission(db_url, tenant, form)
+    seen: dict[int, int] = {}
+    with (
+        served(db_url, tmp_path, create_api_app) as base,
+        httpx.Client(base_url=base, timeout=30, headers=tenant.headers) as client,
+    ):
+
+        @settings(
+            max_examples=200,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(q=_SEARCH_TEXT)
+        def search(q: str) -> None:
+            answer = client.get("/v1/submissions", params={"q": q, "form": form})
+            seen[answer.status_code] = seen.get(answer.status_code, 0) + 1
+            assert answer.status_code in (200, 422), (q, answer.status_code, answer.text)
+            if answer.status_code == 422:
+                codes = ("invalid_search", "invalid_input", "unstorable_value")
+                assert answer.json()["code"] in codes
+
+        search()
+        fifty = client.get("/v1/submissions", params={"q": "-" * 50})
+    assert fifty.status_code == 422
+    assert sum(seen.values()) >= 200

@@ -36,10 +36,14 @@ class Delivery(BaseModel):
     kind: DeliveryKind
     channel: DestinationType
     status: DeliveryStatus
-    reason: str | None = Field(description="why it ended unsent, e.g. `http_404`")
+    reason: str | None = Field(
+        description="why it ended unsent, a class such as `http_404` (never the receiver's words)"
+    )
     attempts: int
     next_attempt_at: datetime
-    last_detail: str | None = Field(description="the last attempt's outcome, e.g. `http_503`")
+    last_detail: str | None = Field(
+        description="the last attempt's outcome, a class such as `http_503` or `timeout`"
+    )
     created_at: datetime
     sent_at: datetime | None
 
@@ -76,10 +80,13 @@ async def list_deliveries(
 
 
 @router.get(
-    "/deliveries/{delivery_id}", dependencies=[needs("read_values")], responses=problems(404, 422)
+    "/deliveries/{delivery_id}",
+    dependencies=[needs("read_values", "delivery.read")],
+    responses=problems(404, 422),
 )
 async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep) -> dict[str, Any]:
-    """One delivery with its attempts."""
+    """One delivery with its attempts (each with an excerpt of the receiver's answer, which
+    may quote the values)."""
     async with services.db.scoped(scope) as conn:
         return await deliveries.get_delivery(conn, scope, delivery_id)
 

@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
-from core.http.access import AuditedRoute, ChangeDep
+from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, problems
@@ -56,6 +56,7 @@ class SubmissionSummary(BaseModel):
 
 @router.get("/submissions", dependencies=[needs("read")], responses=problems(422))
 async def submissions_list(
+    request: Request,
     access: AccessDep,
     services: ServicesDep,
     now: NowDep,
@@ -76,9 +77,13 @@ async def submissions_list(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> Page[SubmissionSummary]:
     """The organization's submissions, newest first, without values; `q` searches them
-    (the operator role and above: the words found are the values)."""
+    (the operator role and above: the words found are the values; a search is recorded,
+    never its text)."""
     if q is not None:
         require(access.actor, "read_values")
+        audit_as(
+            request, action="submission.searched", subject=form or access.scope.organization_id
+        )
     scope = access.scope
     async with services.db.scoped(scope) as conn:
         page = await list_submissions(
