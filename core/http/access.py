@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute
 from core.http.served import Served, served_routes
 from core.intake.visitor import client_address
 from core.owner import audit
-from core.owner.changes import Acting, Change
+from core.owner.changes import Acting, Change, Origin
 from core.owner.roles import Actor, Permission, require
 from core.platform.scope import OrgScope
 from core.platform.services import Services
@@ -36,15 +36,6 @@ from core.platform.vocabulary import AuditVia
 
 _RULE = "postbag_rule"
 _USER_AGENT_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a request came from: the surface, the client's address and user agent."""
-
-    via: AuditVia
-    ip: str | None
-    user_agent: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +48,7 @@ class Access:
 
     def acting(self) -> Acting:
         """The actor as a change records it."""
-        return Acting(
-            self.scope, self.actor, self.origin.via, self.origin.ip, self.origin.user_agent
-        )
+        return Acting(self.scope, self.actor, self.origin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,13 +200,6 @@ def audit_as(request: Request, *, action: str | None = None, subject: str | None
         request.state.audit_action = action
     if subject is not None:
         request.state.audit_subject = subject
-
-
-def acted_as(request: Request, access: Access, action: str, subject: str) -> None:
-    """Record `action` for a page open to all (an invitation accepted, a password reset) as
-    `access`, the member it has just signed in, once it answers with success."""
-    request.state.access = access
-    audit_as(request, action=action, subject=subject)
 
 
 def _subject(request: Request, rule: Rule, response: Response, access: Access) -> str:

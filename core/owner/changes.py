@@ -24,14 +24,21 @@ from core.platform.vocabulary import AuditVia
 
 
 @dataclass(frozen=True, slots=True)
-class Acting:
-    """Who acts for an organization, through which surface, and from where."""
+class Origin:
+    """Where a change or a read came from: the surface, the client's address and agent."""
 
-    scope: OrgScope
-    actor: Actor
     via: AuditVia
     ip: str | None
     user_agent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Acting:
+    """Who acts for an organization, and from where."""
+
+    scope: OrgScope
+    actor: Actor
+    origin: Origin
 
     def entry(self, action: str, subject: str | None) -> audit.AuditEntry:
         """The audit row of `action` on `subject` by this actor."""
@@ -41,10 +48,15 @@ class Acting:
             actor_name=self.actor.name,
             action=action,
             subject=subject,
-            via=self.via,
-            ip=self.ip,
-            user_agent=self.user_agent,
+            via=self.origin.via,
+            ip=self.origin.ip,
+            user_agent=self.origin.user_agent,
         )
+
+    async def record(self, conn: Conn, action: str, subject: str | None) -> None:
+        """Append `action` on `subject` within the caller's transaction (a change that is
+        not a route's: a member joining by invitation, a password reset)."""
+        await audit.record(conn, self.scope, self.entry(action, subject))
 
 
 class Change:
@@ -102,7 +114,7 @@ class Change:
         if error is None:
             try:
                 subject = self.subject or self.acting.scope.organization_id
-                await audit.record(conn, self.acting.scope, self.acting.entry(self.action, subject))
+                await self.acting.record(conn, self.action, subject)
             except BaseException as failed:
                 await stack.__aexit__(type(failed), failed, failed.__traceback__)
                 raise

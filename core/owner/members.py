@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from core.destinations.email import Email, send_email
 from core.destinations.http import shared_client
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, quoted
-from core.owner.changes import Change
+from core.owner.changes import Acting, Change, Origin
 from core.owner.credentials import (
     hash_password,
     new_recovery_codes,
@@ -338,10 +338,18 @@ async def open_invitation(conn: Conn, token: str, *, now: datetime) -> dict[str,
 
 
 async def accept_invitation(
-    conn: Conn, token: str, *, password: str, code: str, cost: PasswordHashCost, now: datetime
+    conn: Conn,
+    token: str,
+    *,
+    password: str,
+    code: str,
+    cost: PasswordHashCost,
+    now: datetime,
+    origin: Origin,
 ) -> tuple[str, str]:
     """Use an invitation once: a new member sets their password, an existing one proves
-    theirs (and their TOTP code); they join with the invitation's role. The member's id
+    theirs (and their TOTP code); they join with the invitation's role, recorded as
+    `member.joined` by the member from `origin` in the same transaction. The member's id
     and the organization's."""
     async with conn.transaction():
         invitation = await open_invitation(conn, token, now=now)
@@ -372,6 +380,9 @@ async def accept_invitation(
                 "role": invitation["role"],
             },
         )
+        joined = Actor("member", member_id, invitation["address"], invitation["role"])
+        acting = Acting(OrgScope(invitation["organization_id"]), joined, origin)
+        await acting.record(conn, "member.joined", member_id)
     return member_id, invitation["organization_id"]
 
 
@@ -515,10 +526,12 @@ async def reset_link_is_live(conn: Conn, token: str, *, now: datetime) -> bool:
 
 
 async def reset_password(
-    conn: Conn, token: str, *, password: str, cost: PasswordHashCost, now: datetime
-) -> tuple[str, bool]:
+    conn: Conn, token: str, *, password: str, cost: PasswordHashCost, now: datetime, origin: Origin
+) -> tuple[str, str, bool]:
     """Use a reset link once to set a new password; every session of the member ends. The
-    member's id, and whether they have a second factor (then they sign in again with it)."""
+    member's id, the organization they sign in to, and whether they have a second factor
+    (then they sign in again with it; without one the reset signs them in, recorded as
+    `member.password_reset` by the member from `origin` in the same transaction)."""
     hashed = await hash_password(checked_password(password), cost)
     async with conn.transaction():
         used = await _one(
@@ -534,8 +547,21 @@ async def reset_password(
         )
         await conn.execute(queries["delete_all_member_sessions"], {"member_id": member_id})
         member = await _one(conn, "member_by_id", {"id": member_id})
-    assert member is not None
-    return member_id, member["totp_secret"] is not None
+        assert member is not None
+        organization_id = await first_organization(conn, member_id)
+        two_factor = member["totp_secret"] is not None
+        if not two_factor:
+            role = await _one(
+                conn,
+                "membership_role",
+                {"organization_id": organization_id, "member_id": member_id},
+            )
+            assert role is not None
+            reset = Actor("member", member_id, member["address"], role["role"])
+            await Acting(OrgScope(organization_id), reset, origin).record(
+                conn, "member.password_reset", member_id
+            )
+    return member_id, organization_id, two_factor
 
 
 async def use_sign_in_link(conn: Conn, token: str, *, now: datetime) -> str:

@@ -14,7 +14,7 @@ from starlette.background import BackgroundTask
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from core.http.access import Access, AuditedRoute, acted_as, open_to_all, origin_of
+from core.http.access import AuditedRoute, open_to_all, origin_of
 from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -28,7 +28,7 @@ from core.http.dashboard.pages import (
 from core.http.deps import ServicesDep, throttled_client
 from core.outbox.wakeup import wake_deliveries
 from core.owner import members
-from core.owner.dashboard_sessions import close_session, load_session, open_session
+from core.owner.dashboard_sessions import close_session, open_session
 from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, throttle_account
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, NotFound, Unauthenticated
@@ -72,15 +72,9 @@ def _text(form: FormData, name: str) -> str:
 
 
 async def _signed_in(
-    request: Request,
-    services: Services,
-    member_id: str,
-    organization_id: str,
-    *,
-    audited: str | None = None,
+    request: Request, services: Services, member_id: str, organization_id: str
 ) -> Response:
-    """A new session for the member, its cookie, and the inbox; the `audited` action is
-    recorded as the member."""
+    """A new session for the member, its cookie, and the inbox."""
     async with services.db.connection() as conn:
         session_id = await open_session(
             conn,
@@ -89,10 +83,6 @@ async def _signed_in(
             user_agent=request.headers.get("user-agent", ""),
             now=utcnow(),
         )
-        session = await load_session(conn, session_id, now=utcnow())
-    if audited is not None and session is not None:
-        access = Access(session.scope, session.actor, origin_of(request, services, "dashboard"))
-        acted_as(request, access, audited, member_id)
     response = see_other("/app")
     set_cookie(response, services, SESSION_COOKIE, session_id)
     response.delete_cookie(SIGN_IN_COOKIE, path="/app")
@@ -212,6 +202,7 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
                     code=_text(form, "code"),
                     cost=services.settings.password_hash_cost,
                     now=utcnow(),
+                    origin=origin_of(request, services, "dashboard"),
                 )
             except (InvalidInput, Unauthenticated) as exc:
                 error = f"{str(exc).capitalize()}."
@@ -226,7 +217,7 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
             token=token,
             error=error,
         )
-    return await _signed_in(request, services, member_id, organization_id, audited="member.joined")
+    return await _signed_in(request, services, member_id, organization_id)
 
 
 @router.get("/forgot", dependencies=[open_to_all()])
@@ -307,14 +298,14 @@ async def reset(request: Request, token: str, services: ServicesDep) -> Response
     if error is None:
         try:
             async with services.db.connection() as conn:
-                member_id, two_factor = await members.reset_password(
+                member_id, organization_id, two_factor = await members.reset_password(
                     conn,
                     token[:100],
                     password=password,
                     cost=services.settings.password_hash_cost,
                     now=utcnow(),
+                    origin=origin_of(request, services, "dashboard"),
                 )
-                organization_id = await members.first_organization(conn, member_id)
                 await forgive(conn, turn)
         except InvalidInput as exc:
             error = f"{str(exc).capitalize()}."
@@ -330,6 +321,4 @@ async def reset(request: Request, token: str, services: ServicesDep) -> Response
         )
     if two_factor:
         return see_other("/app/sign-in?reset=1")
-    return await _signed_in(
-        request, services, member_id, organization_id, audited="member.password_reset"
-    )
+    return await _signed_in(request, services, member_id, organization_id)
