@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from email import message_from_bytes
+
+from aiosmtpd.smtp import Envelope
+
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_destination, make_member, make_tenant, sign_in_link
 from tests.support.dashboard import csrf_of, dashboard_client
 from tests.support.records import rows
+from tests.support.settings import SENDER, with_settings
 
 # A failure of the audit append after the change was made, as the database reports a lost
 # server (SQLSTATE 57P01): the app answers it as unavailable.
@@ -73,3 +79,46 @@ async def test_a_dashboard_change_and_its_audit_row_commit_together_or_not_at_al
             )
             subject = subject or made.headers["location"].rsplit("/", 1)[-1]
             assert (row["action"], row["subject"]) == (action, subject), path
+
+
+async def test_joining_by_invitation_and_its_audit_row_commit_together_or_not_at_all(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    acme = await make_tenant(conn)
+    mailed = with_settings(
+        services, email_provider="smtp", smtp_url=smtp_server[0], mail_from=SENDER
+    )
+    async with dashboard_client(mailed) as client:
+        invited = await client.post(
+            "/v1/members",
+            json={"email": "ada@example.com", "role": "operator"},
+            headers=acme.headers,
+        )
+        assert invited.status_code == 201, invited.text
+        text = message_from_bytes(bytes(smtp_server[1][0].content)).get_payload(decode=True)
+        found = re.search(r"http://127\.0\.0\.1:8080(/app/invitations/[\w-]+)", text.decode())
+        assert found
+        link = found.group(1)
+        joining = {"password": "correct horse battery", "repeat": "correct horse battery"}
+
+        await conn.execute(_FAIL_AUDIT)
+        page = await client.get(link)
+        failed = await client.post(link, data={"csrf": csrf_of(page.text), **joining})
+        assert failed.status_code == 503, failed.text
+        assert await rows(conn, "SELECT * FROM memberships WHERE role = 'operator'") == []
+        await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+
+        page = await client.get(link)
+        assert page.status_code == 200, "the link still works: nothing was used"
+        joined = await client.post(link, data={"csrf": csrf_of(page.text), **joining})
+        assert joined.status_code == 303, joined.text
+    [member] = await rows(conn, "SELECT member_id FROM memberships WHERE role = 'operator'")
+    [row] = await rows(
+        conn, "SELECT action, subject, actor_id, via FROM audit_log ORDER BY seq DESC LIMIT 1"
+    )
+    assert row == {
+        "action": "member.joined",
+        "subject": member["member_id"],
+        "actor_id": member["member_id"],
+        "via": "dashboard",
+    }
