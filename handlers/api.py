@@ -8,6 +8,7 @@ from typing import Any
 
 from mangum import Mangum
 
+from core.destinations.registry import DESTINATION_TYPES
 from core.http.api_app import create_api_app
 from core.outbox.wakeup import prepare_wakeup
 from core.platform.admin import is_admin_command, run_admin_command
@@ -23,5 +24,6 @@ http = Mangum(create_api_app(services), lifespan="off")
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_command(event):
-        return asyncio.get_event_loop().run_until_complete(run_admin_command(services, event))
+        command = run_admin_command(services, event, destination_types=DESTINATION_TYPES)
+        return asyncio.get_event_loop().run_until_complete(command)
     return http(event, context)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import uvloop
 
 from core.destinations.http import close_shared_client
+from core.destinations.registry import DESTINATION_TYPES
 from core.owner.audit import by_operator, record
 from core.owner.members import add_first_owner
 from core.owner.organizations import create_api_key, create_organization, set_plan
@@ -35,7 +36,7 @@ from local.welcome import banner, command_name, first_start, local_sign_in_url, 
 async def _migrate(url: str) -> list[str]:
     conn = await connect(url)
     try:
-        return await migrate(conn)
+        return await migrate(conn, destination_types=DESTINATION_TYPES)
     finally:
         await conn.close()
 

@@ -27,6 +27,7 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from core.destinations.http import close_shared_client
+from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.platform.services import Services
@@ -113,7 +114,7 @@ def template_name(admin_url: str) -> Iterator[str]:
     async def run() -> None:
         conn = await connect(database_url(admin_url, name))
         try:
-            await migrate(conn)
+            await migrate(conn, destination_types=DESTINATION_TYPES)
         finally:
             await conn.close()
 

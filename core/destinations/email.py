@@ -9,8 +9,11 @@ the delivery with `email_not_configured`, so it retries and, configured in time,
 from __future__ import annotations
 
 import asyncio
+import base64
 import builtins
 import email.utils
+import hashlib
+import hmac
 import json
 import smtplib
 import ssl
@@ -26,7 +29,6 @@ from pydantic import EmailStr, Field
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, cut, message
-from core.owner.credentials import sealed_token
 from core.platform.addresses import valid_address
 from core.platform.aws import SES, aws_client
 from core.platform.clock import utcnow
@@ -219,6 +221,13 @@ async def send_email(
     return await asyncio.to_thread(
         _send_smtp, settings.smtp_url.get_secret_value(), settings.mail_from, to, mime, timeout
     )
+
+
+def sealed_token(key: bytes, nonce: str) -> str:
+    """The token of a link whose email is queued: HMAC-SHA256 of its nonce under the
+    installation's secret key (the same for each attempt of the email)."""
+    digest = hmac.new(key, f"link:{nonce}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def _account_link(settings: Settings, payload: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from core.intake.form import Form
 from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
-from core.intake.values import first_text, truthy
+from core.platform.fields import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import schema_checker
 from core.spam.verdict import Verdict, spam_verdict
@@ -65,7 +65,17 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
-    verdict = await spam_verdict(services, form, fields, values, client=client, now=now)
+    verdict = await spam_verdict(
+        services,
+        form.spam,
+        fields,
+        values,
+        form_id=form.id,
+        organization_id=form.organization_id,
+        secrets=form.spam_secrets,
+        client=client,
+        now=now,
+    )
     if verdict is not None:
         return Decision(verdict.status, verdict.reason, spam=verdict)
     if form.turnstile_secret:

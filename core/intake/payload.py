@@ -1,22 +1,20 @@
 """What a stored submission sends and records: the form's parts its deliveries send (kept once,
 on the submission), one delivery per matching route, the acknowledgement email, the events
-of the submission, and the webhook body the worker builds from them (docs/webhooks.md).
+of the submission (docs/webhooks.md).
 
 A submission's values are written once, on its row: a delivery keeps only what differs per
 destination (its target, secret version and route template), and the worker builds the
-body at send time from the submission (`core.outbox.store`)."""
+body when it claims the delivery, from the submission (`core.destinations.bodies`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from core.intake.checks import Decision
 from core.intake.form import Form
-from core.intake.values import consented
 from core.platform.addresses import valid_address
-from core.platform.clock import iso_ms
+from core.platform.fields import consented
 from core.platform.ids import new_id
 
 
@@ -32,15 +30,6 @@ def request_meta(
 ) -> dict[str, Any]:
     """Where a submission came from, as its payload and its row keep it."""
     return {"origin": origin, "referrer": referrer, "locale": _locale(accept_language)}
-
-
-def _payload_attachments(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        grouped.setdefault(row["field"], []).append(
-            {"id": row["id"], "name": row["name"], "type": row["content_type"], "size": row["size"]}
-        )
-    return grouped
 
 
 def form_snapshot(
@@ -65,35 +54,6 @@ def form_snapshot(
         # Names, never values: the email's `Consent: given` line and its `Reply-To`.
         "consent_field": consent_field,
         "reply_to_field": reply_to_field(ack_email, values),
-    }
-
-
-def submitted_body(
-    *,
-    form_id: str,
-    snapshot: Mapping[str, Any],
-    submission_id: str,
-    values: Mapping[str, Any],
-    attachments: list[dict[str, Any]],
-    meta: Mapping[str, Any],
-    test: bool,
-    submitted_at: datetime,
-) -> dict[str, Any]:
-    """The `form.submitted` body: `labels` holds the snapshot's label of each submitted field
-    that has one, in the visitor's order; `consent` is the snapshot's."""
-    files = _payload_attachments(attachments)
-    labels: Mapping[str, Any] = snapshot.get("labels") or {}
-    return {
-        "event": "form.submitted",
-        "receipt": submission_id,
-        "form": form_id,
-        "submitted_at": iso_ms(submitted_at),
-        "test": test,
-        "values": values,
-        "labels": {name: labels[name] for name in [*values, *files] if name in labels},
-        "consent": snapshot.get("consent"),
-        "attachments": files,
-        "meta": meta,
     }
 
 

@@ -25,7 +25,6 @@ from core.intake.files import store_files
 from core.intake.form import Form, forget_form, fresh_form
 from core.intake.plan import RATE_LIMITED, Submitted, insert_params
 from core.intake.turnstile import TURNSTILE_FIELD
-from core.intake.values import first_text, truthy
 from core.platform.db import Conn
 from core.platform.errors import (
     FormClosed,
@@ -35,6 +34,7 @@ from core.platform.errors import (
     StorageLimitReached,
     TooManySubmissions,
 )
+from core.platform.fields import first_text, truthy
 from core.platform.ids import new_id
 from core.platform.logs import log
 from core.platform.queries import execute, queries
@@ -187,7 +187,9 @@ async def _attempt(
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
     if decision.spam is not None and row["reason"] == decision.reason:
-        await record_verdict(services, form, submission_id, decision.spam, values, now=now)
+        await record_verdict(
+            services, form.organization_id, submission_id, decision.spam, values, now=now
+        )
     flags = params["flags"]
     if row["reason"] == RATE_LIMITED.reason and decision.reason != RATE_LIMITED.reason:
         flags = params["limited_flags"]

@@ -4,31 +4,18 @@ workers together hold one rate; a 429 lowers the rate for a while, for every wor
 
 The bucket holds one second's sends (at least one): after a quiet spell a destination may
 send `per_second` at once, then one every `1 / per_second` seconds, so any one second holds
-at most `per_second` + its burst of `max(1, per_second)`.
+at most `per_second` + its burst of `max(1, per_second)`. The figures (each type's rate, the
+bounds of an owner's, how far a 429 lowers one and how fast it recovers) are the
+destinations' (`core.destinations.rates`), which the owner's settings read too.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
-from core.destinations.registry import ADAPTERS
+from core.destinations.rates import FLOOR, RECOVER, TYPE_RATES
 from core.platform.db import Conn, Database
 from core.platform.queries import queries
-
-# A 429 halves the rate a destination sends at; it doubles back every RECOVER seconds
-# without another 429, up to the full rate.
-RECOVER = 60.0
-# The lowest a 429 takes a rate: one send a minute (or the owner's own rate, if lower).
-FLOOR = 1 / 60
-# The bounds of a rate the owner sets, per second: one every 1,000 s to a thousand.
-MIN_RATE = 0.001
-MAX_RATE = 1000.0
-# Each type's default rate (`Adapter.rate_per_second`), as the statements read it: a
-# destination without a rate of its own sends at its type's, if it has one.
-TYPE_RATES = json.dumps(
-    {name: adapter.rate_per_second for name, adapter in ADAPTERS.items() if adapter.rate_per_second}
-)
 
 
 async def lower(

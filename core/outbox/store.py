@@ -11,15 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from core.intake.payload import submitted_body
+from core.destinations.bodies import event_body, submitted_body
+from core.destinations.order import field_order
+from core.destinations.rates import RECOVER, TYPE_RATES
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
-from core.outbox.rates import RECOVER, TYPE_RATES
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.queries import execute, queries
-from core.streams.payload import event_body
-from core.submissions.order import field_order
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})

@@ -2,8 +2,9 @@
 and recovery codes. Pure, apart from hashing in a thread; nothing here stores or logs.
 
 A token (invitation, reset, sign-in link, session) is 256 random bits: its SHA-256 is what
-the database keeps. A reset link's token is sealed (`sealed_token`) from a random nonce its
-queued email keeps and the installation's secret key, so no stored row holds a live token.
+the database keeps. A reset link's token is sealed from a random nonce its queued email
+keeps and the installation's secret key (`core.destinations.email.sealed_token`), so no
+stored row holds a live token.
 A password is hashed with argon2id at the installation's cost
 (`POSTBAG_PASSWORD_HASH_COST`: RFC 9106's low-memory profile; `test_only` for the suite).
 """
@@ -11,7 +12,6 @@ A password is hashed with argon2id at the installation's cost
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
 import secrets
@@ -45,13 +45,6 @@ def new_token() -> str:
 def token_hash(token: str) -> bytes:
     """The stored form of a token (256 random bits: a plain hash suffices)."""
     return hashlib.sha256(token.encode()).digest()
-
-
-def sealed_token(key: bytes, nonce: str) -> str:
-    """The token of a link whose email is queued: HMAC-SHA256 of its nonce under the
-    installation's secret key (the same for each attempt of the email)."""
-    digest = hmac.new(key, f"link:{nonce}".encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def reset_address_hash(key: bytes, address: str) -> bytes:

@@ -23,8 +23,8 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from core.destinations.base import Adapter, ValidationContext
+from core.destinations.rates import MAX_RATE, MIN_RATE, RECOVER, TYPE_RATES
 from core.destinations.registry import ADAPTERS
-from core.outbox.rates import MAX_RATE, MIN_RATE, RECOVER, TYPE_RATES
 from core.owner.usage import reserve
 from core.platform.clock import utcnow
 from core.platform.db import Conn

@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.destinations.email import Email, send_email
+from core.destinations.email import Email, sealed_token, send_email
 from core.destinations.http import shared_client
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, quoted
 from core.owner.changes import Acting, Change, Origin
@@ -30,7 +30,6 @@ from core.owner.credentials import (
     password_problem,
     recovery_hash,
     reset_address_hash,
-    sealed_token,
     token_hash,
     totp_step,
 )

@@ -23,14 +23,17 @@ def is_admin_command(event: Mapping[str, Any]) -> bool:
     return "postbag_command" in event
 
 
-async def run_admin_command(services: Services, event: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the command an operator invoked; the result is the invocation's answer."""
+async def run_admin_command(
+    services: Services, event: Mapping[str, Any], *, destination_types: Mapping[str, int]
+) -> dict[str, Any]:
+    """Run the command an operator invoked; the result is the invocation's answer.
+    `migrate` records `destination_types` (the code's types and attempt limits)."""
     command = event.get("postbag_command")
     if command not in COMMANDS:
         raise InvalidInput(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
     conn = await connect(services.settings.migration_url())
     try:
-        applied = await migrate(conn)
+        applied = await migrate(conn, destination_types=destination_types)
     finally:
         await conn.close()
     return {"command": command, "applied": applied}

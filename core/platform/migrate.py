@@ -2,14 +2,16 @@
 
 Each applied file is recorded with its SHA-256; an applied file that was edited since is
 refused. An advisory lock makes two processes that start at once apply each file once.
-Then the destination types of the code are recorded (`destination_types`): the database
-refuses any type its code does not know.
+Then the destination types the caller names are recorded (`destination_types`: the code's,
+`core.destinations.registry.DESTINATION_TYPES`): the database refuses any type its code
+does not know.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +44,11 @@ def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
     return found
 
 
-async def migrate(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[str]:
-    """Apply what is not applied yet on `conn` (autocommit); return the names applied."""
+async def migrate(
+    conn: Conn, directory: Path = MIGRATIONS_DIR, *, destination_types: Mapping[str, int]
+) -> list[str]:
+    """Apply what is not applied yet on `conn` (autocommit), then record `destination_types`
+    (each type's name and attempt limit); return the names applied."""
     migrations = discover(directory)
     await conn.execute(queries["lock_migrations"])
     try:
@@ -68,21 +73,13 @@ async def migrate(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[str]:
                 )
             log.info("migration applied", extra={"detail": {"migration": migration.name}})
             done.append(migration.name)
-        await _record_destination_types(conn)
+        await conn.execute(
+            queries["record_destination_types"],
+            {
+                "names": list(destination_types),
+                "max_attempts": list(destination_types.values()),
+            },
+        )
         return done
     finally:
         await conn.execute(queries["unlock_migrations"])
-
-
-async def _record_destination_types(conn: Conn) -> None:
-    # Imported here: the one place the platform reaches into a room, because the database
-    # must know the types the code can send to.
-    from core.destinations.registry import ADAPTERS
-
-    await conn.execute(
-        queries["record_destination_types"],
-        {
-            "names": list(ADAPTERS),
-            "max_attempts": [adapter.max_attempts for adapter in ADAPTERS.values()],
-        },
-    )

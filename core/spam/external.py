@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.destinations.http import post_form
-from core.intake.values import first_text
+from core.platform.fields import first_text
 from core.platform.settings import Settings
 from core.spam.config import SpamConfig
 

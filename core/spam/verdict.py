@@ -12,11 +12,11 @@ from typing import Any
 
 import psycopg
 
-from core.intake.form import Form
-from core.intake.values import first_text
+from core.platform.fields import first_text
 from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.spam.config import SpamConfig
 from core.spam.duplicates import duplicate_reason, fingerprint
 from core.spam.external import external_verdict
 from core.spam.filltime import FILL_FIELD, fill_time_reason
@@ -37,21 +37,23 @@ class Verdict:
 
 async def spam_verdict(
     services: Services,
-    form: Form,
+    settings: SpamConfig,
     fields: Mapping[str, Any],
     values: Mapping[str, Any],
     *,
+    form_id: str,
+    organization_id: str,
+    secrets: Mapping[str, str],
     client: str,
     now: datetime,
 ) -> Verdict | None:
-    """The verdict on a post (`fields` as sent, `values` as they will be stored) under its
-    form's spam settings, or None when nothing applies. Never raises for anything the post
-    holds."""
-    settings = form.spam
+    """The verdict on a post (`fields` as sent, `values` as they will be stored) to form
+    `form_id` under its spam `settings` and its external checks' `secrets`, or None when
+    nothing applies. Never raises for anything the post holds."""
     reason = fill_time_reason(
         settings,
         services.settings.require_secret_key(),
-        form.id,
+        form_id,
         first_text(fields.get(FILL_FIELD)),
         now,
     )
@@ -59,12 +61,14 @@ async def spam_verdict(
         reason = rule_hit(settings, values)
     if reason is not None:
         return Verdict(reason)
-    stored = await _duplicates_and_learned(services, form, values, now)
+    stored = await _duplicates_and_learned(
+        services, settings, values, form_id=form_id, organization_id=organization_id, now=now
+    )
     if stored is not None:
         return stored
-    if form.spam_secrets:
+    if secrets:
         found = await external_verdict(
-            services.settings, settings, form.spam_secrets, fields, values, client=client
+            services.settings, settings, secrets, fields, values, client=client
         )
         if found is not None:
             status, reason = found
@@ -73,11 +77,16 @@ async def spam_verdict(
 
 
 async def _duplicates_and_learned(
-    services: Services, form: Form, values: Mapping[str, Any], now: datetime
+    services: Services,
+    settings: SpamConfig,
+    values: Mapping[str, Any],
+    *,
+    form_id: str,
+    organization_id: str,
+    now: datetime,
 ) -> Verdict | None:
     """Duplicates, then the learned filter, from one statement (`spam_lookup`): the post's
     fingerprint counted, and the model's counts of its tokens read."""
-    settings = form.spam
     key = services.settings.require_secret_key()
     hashed_values = fingerprint(values, key) if settings.duplicate_max is not None else None
     token_hashes = hashed(tokens(values), key) if settings.learned else []
@@ -87,8 +96,8 @@ async def _duplicates_and_learned(
         cur = await conn.execute(
             queries["spam_lookup"],
             {
-                "form_id": form.id,
-                "organization_id": form.organization_id,
+                "form_id": form_id,
+                "organization_id": organization_id,
                 "fingerprint": hashed_values,
                 "now": now,
                 "window": settings.duplicate_window_seconds,
@@ -111,7 +120,7 @@ async def _duplicates_and_learned(
 
 async def record_verdict(
     services: Services,
-    form: Form,
+    organization_id: str,
     submission_id: str,
     verdict: Verdict,
     values: Mapping[str, Any],
@@ -130,14 +139,14 @@ async def record_verdict(
                     queries["set_spam_score"],
                     {
                         "id": submission_id,
-                        "organization_id": form.organization_id,
+                        "organization_id": organization_id,
                         "score": verdict.score,
                     },
                 )
             else:
                 await train(
                     conn,
-                    organization_id=form.organization_id,
+                    organization_id=organization_id,
                     submission_id=submission_id,
                     label="spam",
                     values=values,
@@ -148,5 +157,5 @@ async def record_verdict(
         # The submission is stored: its answer does not wait on, or fail for, the filter.
         log.warning(
             "could not record the spam verdict",
-            extra={"org_id": form.organization_id, "submission_id": submission_id},
+            extra={"org_id": organization_id, "submission_id": submission_id},
         )

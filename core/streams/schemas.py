@@ -16,8 +16,8 @@ from core.platform.errors import InvalidInput, NotFound, PlanLimitReached
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.vocabulary import SchemaSource
+from core.schemas.inference import infer_schema
 from core.schemas.limits import check_schema
-from core.ticks.inference import infer_schema
 
 # How many of a stream's newest events a suggestion is inferred from.
 SAMPLE_EVENTS = 1_000

@@ -14,12 +14,12 @@ from typing import Any
 import psycopg
 
 from core.destinations.base import ValidationContext
+from core.destinations.order import in_field_order
 from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.errors import InvalidSearch, NotFound, ValuesErased, ValuesExpired
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.submissions.order import in_field_order
 
 # The longest search text (`q`) accepted.
 SEARCH_CHARS = 200

@@ -37,10 +37,10 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.storage import Storage, storage_for
+from core.schemas.inference import infer_schema
 from core.spam.config import MAX_DUPLICATE_WINDOW
 from core.streams.events import expire_events
 from core.submissions.erasure import erase_many
-from core.ticks.inference import infer_schema
 
 # An object stored by a submit whose transaction never committed is an orphan after this.
 ORPHAN_AGE = timedelta(hours=1)

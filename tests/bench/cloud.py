@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import connect
 from core.platform.migrate import migrate
 from tests.bench.receiver import start_receiver
@@ -194,7 +195,7 @@ def main() -> None:
 
         async def migrated() -> None:
             conn = await connect(db_url)
-            await migrate(conn)
+            await migrate(conn, destination_types=DESTINATION_TYPES)
             await conn.close()
 
         asyncio.run(migrated())

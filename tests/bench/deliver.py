@@ -32,9 +32,9 @@ from typing import Any
 import aiohttp
 import httpx
 
-from core.destinations import http
+from core.destinations import http, rates
+from core.destinations.registry import DESTINATION_TYPES
 from core.destinations.webhook import body_bytes, signature_headers
-from core.outbox import rates
 from core.outbox import store as outbox
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn, connect
@@ -456,7 +456,7 @@ async def main() -> None:
     db_url = database_url(admin, name)
     try:
         conn = await connect(db_url)
-        await migrate(conn)
+        await migrate(conn, destination_types=DESTINATION_TYPES)
         await conn.close()
         mixed = os.environ.get("BENCH_MIXED", "1")
         if mixed != "0":

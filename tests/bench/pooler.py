@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from core.destinations.http import close_shared_client
+from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import Conn, connect
 from core.platform.migrate import migrate
 from core.ticks.worker import Worker
@@ -60,7 +61,7 @@ async def _idle_rate(conn: Conn, pooled: str, **settings: str) -> float:
 async def main(url: str, pooled: str) -> None:
     conn = await connect(url)
     try:
-        await migrate(conn)
+        await migrate(conn, destination_types=DESTINATION_TYPES)
         polling = await _idle_rate(conn, pooled)
         listening = await _idle_rate(conn, pooled, direct_database_url=url)
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import connect
 from core.platform.migrate import migrate
 from tests.support.lambdas import FakeContext, invoke, load_event
@@ -28,7 +29,7 @@ def test_submit_handler__survives_a_postgres_restart_between_invocations(
         async def prepare() -> None:
             conn = await connect(url)
             try:
-                await migrate(conn)
+                await migrate(conn, destination_types=DESTINATION_TYPES)
             finally:
                 await conn.close()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.destinations.registry import DESTINATION_TYPES
 from core.owner.organizations import create_organization
 from core.platform.db import Conn, connect
 from core.platform.migrate import MIGRATIONS_DIR, migrate
@@ -108,7 +109,7 @@ async def test_migration__deliveries_written_with_a_payload_send_the_same_body(
         if path.name < "0022":
             shutil.copy(path, earlier / path.name)
     async with await connect(empty_db_url) as conn:
-        await migrate(conn, earlier)
+        await migrate(conn, earlier, destination_types=DESTINATION_TYPES)
         # An organization without a key: keys have a role column only since 0030.
         tenant = Tenant(await create_organization(conn, name="Acme", plan="self_hosted"), "")
         form = await make_form(conn, tenant, consent_field="agree")
@@ -150,7 +151,9 @@ async def test_migration__deliveries_written_with_a_payload_send_the_same_body(
                     "template": json.dumps(OLD_TEMPLATE),
                 },
             )
-        assert (await migrate(conn))[0] == "0022_bounded_storage.sql"
+        assert (await migrate(conn, destination_types=DESTINATION_TYPES))[
+            0
+        ] == "0022_bounded_storage.sql"
         left = await rows(conn, "SELECT payload::text, template FROM deliveries")
         routed = {"subject": "From {{name}}", "text": None}
         assert left == [{"payload": None, "template": routed}] * 2

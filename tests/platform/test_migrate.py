@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import connect
 from core.platform.errors import MigrationError
 from core.platform.migrate import MIGRATIONS_DIR, discover, migrate
@@ -17,8 +18,8 @@ from tests.support.cli import subprocess_env
 async def test_migrate__twice_is_a_no_op(empty_db_url: str) -> None:
     conn = await connect(empty_db_url)
     try:
-        first = await migrate(conn)
-        second = await migrate(conn)
+        first = await migrate(conn, destination_types=DESTINATION_TYPES)
+        second = await migrate(conn, destination_types=DESTINATION_TYPES)
         cur = await conn.execute("SELECT count(*) AS n FROM schema_migrations")
         row = await cur.fetchone()
     finally:
@@ -33,11 +34,11 @@ async def test_migrate__edited_applied_file_is_refused(empty_db_url: str, tmp_pa
     shutil.copytree(MIGRATIONS_DIR, directory)
     conn = await connect(empty_db_url)
     try:
-        await migrate(conn, directory)
+        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
         first = sorted(directory.glob("*.sql"))[0]
         first.write_text(first.read_text() + "\n-- edited\n")
         with pytest.raises(MigrationError, match="edited after it was applied"):
-            await migrate(conn, directory)
+            await migrate(conn, directory, destination_types=DESTINATION_TYPES)
     finally:
         await conn.close()
 

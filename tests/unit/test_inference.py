@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from core.schemas.inference import infer_schema
 from core.schemas.limits import check_schema
-from core.ticks.inference import infer_schema
 
 
 def test_infer_schema__types_formats_and_required_share() -> None:

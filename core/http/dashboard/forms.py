@@ -23,10 +23,10 @@ from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
 from core.owner.changes import Change
 from core.owner.form_settings import FormFields, FormPatch, fields_of
+from core.owner.spam_report import spam_report
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
 from core.platform.vocabulary import SchemaMode
-from core.spam.report import spam_report
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 

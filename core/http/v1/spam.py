@@ -12,8 +12,8 @@ from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
+from core.owner.spam_report import spam_report
 from core.spam.model import reset_model
-from core.spam.report import spam_report
 
 router = APIRouter(tags=["spam"], responses=problems(401, 503), route_class=AuditedRoute)
 
