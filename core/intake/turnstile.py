@@ -6,8 +6,6 @@ submission (`turnstile_unavailable`) instead of refusing it, so nothing is lost.
 
 from __future__ import annotations
 
-from core.destinations.http import post_form
-
 # The field the Turnstile widget adds to the form it sits in.
 TURNSTILE_FIELD = "cf-turnstile-response"
 TURNSTILE_TIMEOUT = 2.0
@@ -17,6 +15,10 @@ async def verify_turnstile(url: str, secret: str, token: str | None, remote_ip: 
     """None when the token verifies; else the quarantine reason. Never raises."""
     if not token:
         return "turnstile_failed"
+    # Imported here: only forms with a Turnstile secret need the HTTP stack (a cold submit
+    # function pays for every module it imports).
+    from core.destinations.http import post_form
+
     answer = await post_form(
         url, {"secret": secret, "response": token, "remoteip": remote_ip}, timeout=TURNSTILE_TIMEOUT
     )

@@ -9,12 +9,14 @@ long. The URLs are settings, so tests and self-hosters can point them elsewhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.destinations.http import post_form
 from core.platform.fields import first_text
 from core.platform.settings import Settings
 from core.spam.config import SpamConfig
+
+if TYPE_CHECKING:
+    from core.destinations.http import Answer
 
 HCAPTCHA_FIELD = "h-captcha-response"
 RECAPTCHA_FIELD = "g-recaptcha-response"
@@ -22,6 +24,14 @@ EXTERNAL_FIELDS = (HCAPTCHA_FIELD, RECAPTCHA_FIELD)
 EXTERNAL_TIMEOUT = 2.0
 # The Akismet check sends at most this much of the message.
 AKISMET_CONTENT = 10_000
+
+
+async def _post(url: str, data: Mapping[str, str]) -> Answer | None:
+    # Imported here: only forms with an external check need the HTTP stack (a cold submit
+    # function pays for every module it imports).
+    from core.destinations.http import post_form
+
+    return await post_form(url, data, timeout=EXTERNAL_TIMEOUT)
 
 
 async def _siteverify(
@@ -32,7 +42,7 @@ async def _siteverify(
     if not token:
         return "quarantined", f"{name}_failed"
     data = {"secret": secret, "response": token, "remoteip": client}
-    answer = await post_form(url, data, timeout=EXTERNAL_TIMEOUT)
+    answer = await _post(url, data)
     body = answer.json() if answer is not None and answer.status == 200 else None
     if not isinstance(body, dict):
         return "quarantined", f"{name}_unavailable"
@@ -87,7 +97,7 @@ async def external_verdict(
                 return found
     if secrets.get("akismet_key"):
         data = _akismet_data(app, settings, secrets["akismet_key"], values, client)
-        answer = await post_form(app.akismet_url, data, timeout=EXTERNAL_TIMEOUT)
+        answer = await _post(app.akismet_url, data)
         said = answer.text.strip() if answer is not None and answer.status == 200 else ""
         if said == "true":
             return "spam", "akismet"
