@@ -13,8 +13,8 @@ once cost what N sent one after another do. A success is given back (`forgive`).
   (`sign_in`, `sign_in_account`): an attempt refused for its client is not counted on the
   account. The account's limit is above the client's, so one address guessing never locks a
   member out by itself; guesses from many addresses meet it.
-- Password-reset links count per client (`reset_link`): each use of a link that does not set
-  a password.
+- Password-reset and invitation links count per client (`reset_link`, `invitation_link`):
+  each use of a link, given back when the link turns out live.
 - API keys count failures only (a valid key costs nothing here and is never throttled, so a
   neighbour behind the same address keeps working); a bad key over the limit is answered
   429 instead of 401.
@@ -42,6 +42,7 @@ LIMITS: dict[AuthFailureKind, int] = {
     "sign_in": 10,
     "sign_in_account": 20,
     "reset_link": 10,
+    "invitation_link": 10,
     "api_key": 20,
 }
 WINDOW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

@@ -111,7 +111,7 @@ AlertStatus = Literal["open", "acknowledged", "resolved"]
 NotificationKind = Literal["destination.paused", "delivery.dead", "quota.reached"]
 
 # auth_failures.kind: what a throttled client (or account) attempted or failed at.
-AuthFailureKind = Literal["sign_in", "sign_in_account", "reset_link", "api_key"]
+AuthFailureKind = Literal["sign_in", "sign_in_account", "reset_link", "invitation_link", "api_key"]
 
 # worker_heartbeats.tick
 TickName = Literal["deliver", "digest", "retention"]

@@ -4,10 +4,13 @@ in Postgres; guesses sent at once race real database connections."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from email import message_from_bytes
 
 import httpx
 import pyotp
+from aiosmtpd.smtp import Envelope
 
 from core.http.dashboard.pages import SESSION_COOKIE, SIGN_IN_COOKIE
 from core.owner.credentials import new_token, token_hash
@@ -18,7 +21,7 @@ from core.platform.services import Services
 from tests.support.api import api_client, assert_problem
 from tests.support.builders import make_member, make_tenant
 from tests.support.dashboard import dashboard_client
-from tests.support.settings import with_settings
+from tests.support.settings import SENDER, with_settings
 
 TOKEN = "t" * 43  # the sign-in form's CSRF token is whatever its cookie holds
 
@@ -228,3 +231,43 @@ async def test_mcp__bad_keys_are_throttled_like_the_api(services: Services, conn
     assert_problem(over, 429, "too_many_attempts")
     assert 1 <= int(over.headers["retry-after"]) <= 600
     assert valid.status_code == 200, valid.text
+
+
+async def test_invitation_link__guesses_at_once_are_held_to_the_limit_per_client(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    """Thirty guessed invitation links at once: ten are looked up, the rest refused; the
+    guesser's address is refused even the real link until the window ends, another address
+    joins with it."""
+    acme = await make_tenant(conn)
+    mailed = with_settings(
+        _proxied(services), email_provider="smtp", smtp_url=smtp_server[0], mail_from=SENDER
+    )
+    form = {"csrf": TOKEN, "password": PASSWORD, "repeat": PASSWORD}
+    await _inside_one_window()
+    async with dashboard_client(mailed) as client:
+        invited = await client.post(
+            "/v1/members", json={"email": "ada@example.com", "role": "viewer"}, headers=acme.headers
+        )
+        assert invited.status_code == 201, invited.text
+        text = message_from_bytes(bytes(smtp_server[1][0].content)).get_payload(decode=True)
+        found = re.search(r"http://127\.0\.0\.1:8080(/app/invitations/[\w-]+)", text.decode())
+        assert found
+        link = found.group(1)
+
+        async def post(path: str, n: int) -> httpx.Response:
+            return await client.post(path, data=form, headers=_headers(n))
+
+        guesses = await asyncio.gather(
+            *(post(f"/app/invitations/{new_token()}", 7) for _ in range(30))
+        )
+        refused_page = await client.get(link, headers=_headers(7))
+        refused = await post(link, 7)
+        page = await client.get(link, headers=_headers(8))
+        joined = await post(link, 8)
+    assert sorted(a.status_code for a in guesses) == [404] * 10 + [429] * 20
+    assert (refused_page.status_code, refused.status_code) == (429, 429)
+    assert "Too many attempts" in refused.text and 1 <= int(refused.headers["retry-after"]) <= 600
+    assert (page.status_code, joined.status_code) == (200, 303)
+    cur = await conn.execute("SELECT count(*) AS n FROM memberships WHERE role = 'viewer'")
+    assert await cur.fetchone() == {"n": 1}

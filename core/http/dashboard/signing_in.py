@@ -21,6 +21,7 @@ from core.http.dashboard.pages import (
     CheckedForm,
     CsrfRejected,
     SessionDep,
+    error_page,
     render,
     see_other,
     set_cookie,
@@ -33,6 +34,7 @@ from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, thr
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, NotFound, Unauthenticated
 from core.platform.services import Services
+from core.platform.vocabulary import AuthFailureKind
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 
@@ -175,10 +177,24 @@ async def sign_in_link(request: Request, token: str, services: ServicesDep) -> R
     return await _signed_in(request, services, member_id, organization_id)
 
 
+def _link_refused(request: Request, title: str, turn: Turn) -> Response:
+    page = error_page(
+        request,
+        429,
+        title,
+        f"Too many attempts from your address. Try again in {_minutes(turn)}.",
+    )
+    return _too_many(page, turn)
+
+
 @router.get("/invitations/{token}", dependencies=[open_to_all()])
 async def invitation_page(request: Request, token: str, services: ServicesDep) -> Response:
+    turn = await _count_link(request, services, "invitation_link")
+    if not turn.within:
+        return _link_refused(request, "Join", turn)
     async with services.db.connection() as conn:
         invitation = await members.open_invitation(conn, token[:100], now=utcnow())
+        await forgive(conn, turn)
     return _public_page(
         request, services, "invitation.html", title="Join", invitation=invitation, token=token
     )
@@ -187,6 +203,9 @@ async def invitation_page(request: Request, token: str, services: ServicesDep) -
 @router.post("/invitations/{token}", dependencies=[open_to_all()])
 async def accept_invitation(request: Request, token: str, services: ServicesDep) -> Response:
     form = await _public_form(request)
+    turn = await _count_link(request, services, "invitation_link")
+    if not turn.within:
+        return _link_refused(request, "Join", turn)
     password = _text(form, "password")
     async with services.db.connection() as conn:
         invitation = await members.open_invitation(conn, token[:100], now=utcnow())
@@ -204,6 +223,7 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
                     now=utcnow(),
                     origin=origin_of(request, services, "dashboard"),
                 )
+                await forgive(conn, turn)
             except (InvalidInput, Unauthenticated) as exc:
                 error = f"{str(exc).capitalize()}."
     if error:
@@ -255,11 +275,12 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
     return response
 
 
-async def _count_reset_link(request: Request, services: Services) -> Turn:
-    """Count a use of a reset link before its token is looked up (per client)."""
+async def _count_link(request: Request, services: Services, kind: AuthFailureKind) -> Turn:
+    """Count a use of a one-time link (a reset's, an invitation's) before its token is
+    looked up (per client)."""
     async with services.db.connection() as conn:
         client = throttled_client(request, services)
-        return await count_attempt(conn, ("reset_link", client), now=utcnow())
+        return await count_attempt(conn, (kind, client), now=utcnow())
 
 
 def _reset_refused(request: Request, services: Services, token: str, turn: Turn) -> Response:
@@ -277,7 +298,7 @@ def _reset_refused(request: Request, services: Services, token: str, turn: Turn)
 
 @router.get("/reset/{token}", dependencies=[open_to_all()])
 async def reset_page(request: Request, token: str, services: ServicesDep) -> Response:
-    turn = await _count_reset_link(request, services)
+    turn = await _count_link(request, services, "reset_link")
     if not turn.within:
         return _reset_refused(request, services, token, turn)
     async with services.db.connection() as conn:
@@ -290,7 +311,7 @@ async def reset_page(request: Request, token: str, services: ServicesDep) -> Res
 @router.post("/reset/{token}", dependencies=[open_to_all()])
 async def reset(request: Request, token: str, services: ServicesDep) -> Response:
     form = await _public_form(request)
-    turn = await _count_reset_link(request, services)
+    turn = await _count_link(request, services, "reset_link")
     if not turn.within:
         return _reset_refused(request, services, token, turn)
     password = _text(form, "password")
