@@ -70,9 +70,10 @@ INSERT INTO members (id, email) VALUES (%(mem)s, %(mem)s || '@example.test');
 INSERT INTO memberships (organization_id, member_id, role) VALUES (%(org)s, %(mem)s, 'owner');
 INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_token)
     VALUES (%(ses)s, %(session)s, %(org)s, %(mem)s, repeat('c', 32));
-INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, expires_at)
-    VALUES (%(inv)s, %(org)s, 'invited@example.test', 'viewer', %(key_hash)s, 'seed',
-            now() + interval '7 days');
+INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, sender_kind,
+                         sender_id, expires_at)
+    VALUES (%(inv)s, %(org)s, 'invited@example.test', 'viewer', %(key_hash)s, 'seed', 'member',
+            %(mem)s, now() + interval '7 days');
 INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor_name, action,
                        subject, via, prev_hash, hash)
     VALUES (%(aud)s, %(org)s, 1, now(), 'key', 'key_seed', 'seed', 'form.created', %(frm)s,
