@@ -9,7 +9,8 @@ median `/health` answers meanwhile.
     .venv/bin/python tests/bench/bomb.py --tree . \\
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres
 
-Not a test: the figures depend on the machine.
+Not a test: the figures depend on the machine. `--smoke` (already seconds) also fails
+unless the bomb is refused (422).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def measure(tree: Path, admin_url: str) -> dict[str, object]:
                     client.get("/health")
                     break
                 except httpx.TransportError:
+                    if runner.poll() is not None:
+                        raise RuntimeError(f"postbag dev ended with {runner.returncode}") from None
                     time.sleep(0.1)
             key = asyncio.run(_new_key(env["POSTBAG_DATABASE_URL"]))
             form = client.post(
@@ -140,8 +143,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[2])
     parser.add_argument("--admin-url", required=True)
+    parser.add_argument("--smoke", action="store_true", help="fail unless the bomb is refused")
     args = parser.parse_args()
-    print(json.dumps(measure(args.tree.resolve(), args.admin_url)))
+    found = measure(args.tree.resolve(), args.admin_url)
+    print(json.dumps(found))
+    assert not args.smoke or found["status"] == 422, "the bomb was not refused"
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ Submit-to-delivered is `deliveries.sent_at - submissions.received_at` (both writ
 handlers' clock). Prints p50/p99 per mode, the submit function's own p50/p99 per call, and
 the ratios of the wake-up's figures to the schedule's.
 
-Needs POSTBAG_TEST_DATABASE_URL (an admin URL); creates and drops its own database.
+Needs an admin URL (`--admin-url`, by default POSTBAG_TEST_DATABASE_URL); migrates one
+database and runs each mode on a fresh clone of it. `--smoke`: 3 submissions 0.05 s apart
+and a 1 s period, failing unless every one is delivered in both modes.
 """
 
 from __future__ import annotations
@@ -39,12 +41,10 @@ from typing import Any
 
 import pytest
 
-from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import connect
-from core.platform.migrate import migrate
 from tests.bench.receiver import start_receiver
+from tests.bench.support import Databases
 from tests.support.builders import make_form, make_route_to, make_tenant
-from tests.support.databases import create_database, database_url, drop_database
 from tests.support.lambda_api import LambdaApi, lambda_api, lambda_env
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.settings import TEST_SECRET_KEY
@@ -71,9 +71,9 @@ def _posts(count: int) -> list[dict[str, Any]]:
 
 
 async def _seed(db_url: str, hook: str) -> None:
+    """The form and its webhook route, in a fresh database."""
     conn = await connect(db_url)
     try:
-        await conn.execute("TRUNCATE organizations CASCADE")
         tenant = await make_tenant(conn, plan="self_hosted")
         # Every post comes from one client address: no rate limit to quarantine them.
         form = await make_form(
@@ -186,48 +186,50 @@ def main() -> None:
     parser.add_argument("--submits", type=int, default=60)
     parser.add_argument("--gap", type=float, default=0.5, help="mean seconds between submits")
     parser.add_argument("--period", type=float, default=6.0, help="the scaled minute, seconds")
+    parser.add_argument("--admin-url", default=os.environ.get("POSTBAG_TEST_DATABASE_URL"))
+    parser.add_argument("--smoke", action="store_true", help="both modes, tiny, in seconds")
     args = parser.parse_args()
-    admin = os.environ["POSTBAG_TEST_DATABASE_URL"]
+    if not args.admin_url:
+        parser.error("--admin-url or POSTBAG_TEST_DATABASE_URL is required")
+    if args.smoke:
+        args.submits, args.gap, args.period = 3, 0.05, 1.0
     receiver, hook = start_receiver()
-    name = create_database(admin)
-    db_url = database_url(admin, name)
     try:
-
-        async def migrated() -> None:
-            conn = await connect(db_url)
-            await migrate(conn, destination_types=DESTINATION_TYPES)
-            await conn.close()
-
-        asyncio.run(migrated())
-        results = {}
-        for wake in (False, True):
-            label = "wake-up" if wake else f"schedule every {args.period:g} s"
-            results[wake] = result = _run(
-                db_url, hook, wake=wake, submits=args.submits, gap=args.gap, period=args.period
+        with Databases(args.admin_url) as databases:
+            results = {}
+            for wake in (False, True):
+                label = "wake-up" if wake else f"schedule every {args.period:g} s"
+                results[wake] = result = _run(
+                    databases.fresh(),
+                    hook,
+                    wake=wake,
+                    submits=args.submits,
+                    gap=args.gap,
+                    period=args.period,
+                )
+                print(
+                    f"{label}: {result['delivered']}/{args.submits} delivered, "
+                    f"{result['invocations']} deliver invocations"
+                )
+                assert not args.smoke or result["delivered"] == args.submits, "undelivered"
+                print("  " + _line("submit-to-delivered", result["latencies"]))
+                if not wake:
+                    print("  " + _line("projected to the minute schedule", result["projected"]))
+                print("  " + _line("submit function call", result["calls"]))
+            wake_p50 = _percentile(results[True]["latencies"], 0.5)
+            wake_p99 = _percentile(results[True]["latencies"], 0.99)
+            for label, key in (("scaled schedule", "latencies"), ("minute schedule", "projected")):
+                reference = results[False][key]
+                print(
+                    f"wake-up / {label}: p50 {wake_p50 / _percentile(reference, 0.5):.3f}, "
+                    f"p99 {wake_p99 / _percentile(reference, 0.99):.3f}"
+                )
+            calls_ratio = _percentile(results[True]["calls"], 0.5) / _percentile(
+                results[False]["calls"], 0.5
             )
-            print(
-                f"{label}: {result['delivered']}/{args.submits} delivered, "
-                f"{result['invocations']} deliver invocations"
-            )
-            print("  " + _line("submit-to-delivered", result["latencies"]))
-            if not wake:
-                print("  " + _line("projected to the minute schedule", result["projected"]))
-            print("  " + _line("submit function call", result["calls"]))
-        wake_p50 = _percentile(results[True]["latencies"], 0.5)
-        wake_p99 = _percentile(results[True]["latencies"], 0.99)
-        for label, key in (("scaled schedule", "latencies"), ("minute schedule", "projected")):
-            reference = results[False][key]
-            print(
-                f"wake-up / {label}: p50 {wake_p50 / _percentile(reference, 0.5):.3f}, "
-                f"p99 {wake_p99 / _percentile(reference, 0.99):.3f}"
-            )
-        calls_ratio = _percentile(results[True]["calls"], 0.5) / _percentile(
-            results[False]["calls"], 0.5
-        )
-        print(f"submit call p50, wake-up / without: {calls_ratio:.3f}")
+            print(f"submit call p50, wake-up / without: {calls_ratio:.3f}")
     finally:
         receiver.terminate()
-        drop_database(admin, name)
 
 
 if __name__ == "__main__":

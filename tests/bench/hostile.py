@@ -10,7 +10,9 @@ what the attack itself left (bytes stored, spooled, logged; answers).
 Each attack is one function of ATTACKS: (context) -> its own figures. The first row is
 the same server unattacked for 5 s: each attack's `/health` stall is also printed as a
 ratio of that one (`health_vs_idle`). Not a test: the figures depend on the machine. The
-"before" figures are issue 27's, measured on an earlier main.
+"before" figures are issue 27's, measured on an earlier main. `--smoke` runs every attack
+at tiny sizes (SMOKE) in seconds and fails unless `/health` and the bystander's posts were
+answered throughout.
 """
 
 from __future__ import annotations
@@ -43,10 +45,52 @@ from tests.support.peers import Peer, receiver, status, telegram_api
 TOKEN = "bench-discord-token-0123456789abcdefghijklmnopqrstuvwxyz"
 BOT = "123456789:AAH-telegram-bot-token-0123456789"
 DISCORD_HOOK = f"/api/webhooks/112233445566778899/{TOKEN}"
-# Incompressible (hex of random bytes), so the database stores what it is sent.
-VALUE_250KB = secrets.token_hex(125_000)
-TEMPLATE = "{{a}}" * 2_000  # 10,000 characters, the longest template
 MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How hard each attack pushes."""
+
+    idle: float = 5.0  # seconds of the unattacked reference
+    value: int = 250_000  # characters of the templated value (and of the fan-out's post)
+    placeholders: int = 2_000  # of the template: 10,000 characters, the longest template
+    flood: int = 40  # posts of 253 KB in a burst
+    flood_value: int = 253_000
+    routes: int = 300
+    trickles: int = 1000  # connections trickling a body
+    uploads: int = 60  # stalled multipart uploads
+    slow_seconds: int = 40
+    newcomer_at: tuple[int, ...] = (5, 20)  # seconds into the slow bodies
+    readers: int = 12  # clients that stop reading an export
+    export_rows: int = 2000  # 6 KB each
+    stall: float = 5.0  # seconds the readers stop, before and after the bystander posts
+    long_value: int = 200_000  # characters of the value the MCP export meets
+    bystander_every: float = 1.0  # seconds between the bystander's posts
+
+
+SMOKE = Sizes(
+    idle=0.5,
+    value=2_500,
+    placeholders=20,
+    flood=4,
+    flood_value=2_530,
+    routes=3,
+    trickles=10,
+    uploads=2,
+    slow_seconds=3,
+    newcomer_at=(1,),
+    readers=2,
+    export_rows=50,
+    stall=0.5,
+    long_value=2_000,
+    bystander_every=0.2,
+)
+
+
+def _incompressible(characters: int) -> str:
+    """Hex of random bytes, so the database stores what it is sent."""
+    return secrets.token_hex(characters // 2)
 
 
 @dataclass
@@ -63,6 +107,7 @@ class Bench:
     discord: Peer
     telegram: Peer
     hooks: Peer
+    sizes: Sizes = field(default_factory=Sizes)
     headers: dict[str, str] = field(default_factory=dict)
 
     def api(self) -> httpx.AsyncClient:
@@ -128,9 +173,9 @@ async def _template_attack(
     bench: Bench, type_: str, config: dict[str, Any], secret: str | None
 ) -> dict[str, Any]:
     form = await _form(bench, f"Template {type_}")
-    await _route(bench, form, type_, config, secret, TEMPLATE)
+    await _route(bench, form, type_, config, secret, "{{a}}" * bench.sizes.placeholders)
     logged = bench.log.stat().st_size
-    answer = await _post(bench.base, form, {"a": VALUE_250KB})
+    answer = await _post(bench.base, form, {"a": _incompressible(bench.sizes.value)})
     states = await _settled_deliveries(bench, answer.json()["receipt"])
     return {
         "post": answer.status_code,
@@ -140,7 +185,7 @@ async def _template_attack(
 
 
 async def template_discord(bench: Bench) -> dict[str, Any]:
-    """2,000 placeholders of a 250 KB value to Discord (loopback receiver)."""
+    """2,000 placeholders of a 250 KB value (by default) to Discord (loopback receiver)."""
     sent = len(bench.discord.requests)
     found = await _template_attack(
         bench, "discord", {"url": bench.discord.url + DISCORD_HOOK}, None
@@ -162,11 +207,15 @@ async def template_email(bench: Bench) -> dict[str, Any]:
 
 
 async def flood(bench: Bench) -> dict[str, Any]:
-    """40 posts of 253 KB in a burst to a form with the default rate limit."""
+    """40 posts of 253 KB (by default) in a burst to a form with the default rate limit."""
     form = await _form(bench, "Flood")
     before = _database_bytes(bench.db_url)
+    size = bench.sizes.flood_value
     answers = await asyncio.gather(
-        *(_post(bench.base, form, {"n": i, "story": secrets.token_hex(126_500)}) for i in range(40))
+        *(
+            _post(bench.base, form, {"n": i, "story": _incompressible(size)})
+            for i in range(bench.sizes.flood)
+        )
     )
     codes: dict[int, int] = {}
     for answer in answers:
@@ -175,10 +224,10 @@ async def flood(bench: Bench) -> dict[str, Any]:
 
 
 async def routes_300(bench: Bench) -> dict[str, Any]:
-    """One 250 KB post to a form with 300 webhook routes."""
+    """One 250 KB post to a form with 300 webhook routes (by default)."""
     form = await _form(bench, "Fan-out")
     async with bench.api() as api:
-        for i in range(300):
+        for i in range(bench.sizes.routes):
             destination = await _ok(
                 await api.post(
                     "/v1/destinations",
@@ -195,7 +244,7 @@ async def routes_300(bench: Bench) -> dict[str, Any]:
                 )
             )
     before = _database_bytes(bench.db_url)
-    answer = await _post(bench.base, form, {"story": VALUE_250KB})
+    answer = await _post(bench.base, form, {"story": _incompressible(bench.sizes.value)})
     written = _database_bytes(bench.db_url) - before
     receipt = answer.json()["receipt"]
     deadline = time.monotonic() + 300
@@ -248,7 +297,9 @@ async def _trickle(base: str, path: str, head: bytes, seconds: float) -> bytes:
 
 async def slow_bodies(bench: Bench) -> dict[str, Any]:
     """1,000 connections trickling a body, and 60 stalled multipart uploads (1 MB sent of
-    a file) to a form with no file fields, for 40 s; a newcomer posts meanwhile."""
+    a file) to a form with no file fields, for 40 s (by default); a newcomer posts
+    meanwhile."""
+    sizes = bench.sizes
     form = await _form(bench, "Slow bodies")
     head = (
         f"POST /s/{form} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -261,18 +312,21 @@ async def slow_bodies(bench: Bench) -> dict[str, Any]:
         f"Content-Length: 5000000\r\n\r\n--{boundary}\r\n"
         'Content-Disposition: form-data; name="cv"; filename="cv.txt"\r\n\r\n'
     ).encode() + b"z" * MB
+    seconds = sizes.slow_seconds
     trickles = [
-        asyncio.create_task(_trickle(bench.base, f"/s/{form}", head, 40)) for _ in range(1000)
+        asyncio.create_task(_trickle(bench.base, f"/s/{form}", head, seconds))
+        for _ in range(sizes.trickles)
     ]
     uploads = [
-        asyncio.create_task(_trickle(bench.base, f"/s/{form}", upload, 40)) for _ in range(60)
+        asyncio.create_task(_trickle(bench.base, f"/s/{form}", upload, seconds))
+        for _ in range(sizes.uploads)
     ]
     spooled = 0
     newcomer: list[int | str] = []
-    for second in range(40):
+    for second in range(seconds):
         await asyncio.sleep(1)
         spooled = max(spooled, sum(f.stat().st_size for f in bench.spool.rglob("*") if f.is_file()))
-        if second in (5, 20):
+        if second in sizes.newcomer_at:
             try:
                 newcomer.append(
                     (await _post(bench.base, bench.bystander_form, {"n": -second})).status_code
@@ -287,7 +341,8 @@ async def slow_bodies(bench: Bench) -> dict[str, Any]:
 
 
 async def slow_exports(bench: Bench) -> dict[str, Any]:
-    """12 clients that stop reading a 12 MB CSV export for 10 s (pool of 10)."""
+    """12 clients that stop reading a 12 MB CSV export for 10 s (pool of 10; by default)."""
+    sizes = bench.sizes
     form = await _form(bench, "Export", rate_limit={"max": 10000, "per_seconds": 60})
     row = json.dumps({f"field_{i:02}": "v" * 100 for i in range(60)})
     with psycopg.connect(bench.db_url, autocommit=True) as conn:
@@ -297,16 +352,16 @@ async def slow_exports(bench: Bench) -> dict[str, Any]:
             """INSERT INTO submissions (id, organization_id, form_id, status, "values",
                                         payload_hash)
                SELECT 'sub_' || lpad(i::text, 26, '0'), %s, %s, 'accepted', %s, '\\x00'
-                 FROM generate_series(1, 2000) i""",
-            (org[0], form, row),
+                 FROM generate_series(1, %s) i""",
+            (org[0], form, row, sizes.export_rows),
         )
-    readers = [SlowReader(bench.base, bench.attacker, form) for _ in range(12)]
+    readers = [SlowReader(bench.base, bench.attacker, form) for _ in range(sizes.readers)]
     await asyncio.gather(*(reader.begin() for reader in readers))
-    await asyncio.sleep(5)
+    await asyncio.sleep(sizes.stall)
     started = time.monotonic()
     bystander = await _post(bench.base, bench.bystander_form, {"n": -1000})
     bystander_wait = time.monotonic() - started
-    await asyncio.sleep(5)
+    await asyncio.sleep(sizes.stall)
     exports = await asyncio.gather(*(reader.finish() for reader in readers))
     return {
         "bystander": bystander.status_code,
@@ -316,9 +371,9 @@ async def slow_exports(bench: Bench) -> dict[str, Any]:
 
 
 async def mcp_export_long_value(bench: Bench) -> dict[str, Any]:
-    """The MCP export tool on a form holding a 200,000-character value."""
+    """The MCP export tool on a form holding a 200,000-character value (by default)."""
     form = await _form(bench, "Long value")
-    answer = await _post(bench.base, form, {"story": "é" + "x" * 200_000})
+    answer = await _post(bench.base, form, {"story": "é" + "x" * bench.sizes.long_value})
     call = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -357,7 +412,8 @@ ATTACKS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
 async def _bystander(
     bench: Bench, done: asyncio.Event, waits: list[float], codes: set[str]
 ) -> None:
-    """Another organization posting once a second on new connections until `done`."""
+    """Another organization posting once a second (by default) on new connections until
+    `done`."""
     while not done.is_set():
         started = time.monotonic()
         try:
@@ -366,16 +422,18 @@ async def _bystander(
         except httpx.TransportError as exc:
             codes.add(type(exc).__name__)
         waits.append(time.monotonic() - started)
-        await asyncio.sleep(1)
+        await asyncio.sleep(bench.sizes.bystander_every)
 
 
-async def idle(_bench: Bench) -> dict[str, Any]:
-    """No attack, for 5 s: the reference each attack's stall is a ratio of."""
-    await asyncio.sleep(5)
+async def idle(bench: Bench) -> dict[str, Any]:
+    """No attack, for 5 s (by default): the reference each attack's stall is a ratio of."""
+    await asyncio.sleep(bench.sizes.idle)
     return {}
 
 
-async def run(bench: Bench, names: list[str]) -> None:
+async def run(bench: Bench, names: list[str], *, smoke: bool) -> None:
+    """Each attack's row; with `smoke`, a `/health` or bystander post left unanswered
+    fails the run."""
     reference = 0.0
     for name in ["idle", *names]:
         done, waits, codes = asyncio.Event(), list[float](), set[str]()
@@ -400,12 +458,14 @@ async def run(bench: Bench, names: list[str]) -> None:
             **found,
         }
         print(json.dumps(row), flush=True)
+        assert not smoke or (row["health_not_200"] == 0 and codes == {"201"}), name
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--admin-url", required=True)
     parser.add_argument("--only", default=",".join(ATTACKS))
+    parser.add_argument("--smoke", action="store_true", help="every attack, tiny, in seconds")
     args = parser.parse_args()
     names = args.only.split(",")
     name = create_database(args.admin_url)
@@ -469,10 +529,11 @@ def main() -> None:
                         discord=discord,
                         telegram=telegram,
                         hooks=hooks,
+                        sizes=SMOKE if args.smoke else Sizes(),
                         headers={"Authorization": f"Bearer {attacker['api_key']}"},
                     )
                     bench.bystander_form = asyncio.run(_bystander_form(base, bystander["api_key"]))
-                    asyncio.run(run(bench, names))
+                    asyncio.run(run(bench, names, smoke=args.smoke))
                 finally:
                     terminate(proc)  # type: ignore[arg-type]
     finally:

@@ -28,6 +28,9 @@ spends on such a body without the check).
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres
 
 Not a test: the machine's speed drifts, so each figure is the range over `--rounds`.
+`--smoke` runs both modes at one round of one post (the old engine cut after 1 s; the
+first attack alone against the servers, the new code's alone without `--before`) and fails
+unless the new code's server answers it.
 """
 
 from __future__ import annotations
@@ -380,19 +383,27 @@ class Server:
     base: str
 
 
-def _env(url: str, workdir: Path) -> dict[str, str]:
+def _env(url: str, workdir: Path, tree: Path) -> dict[str, str]:
     env = subprocess_env(
         POSTBAG_DATABASE_URL=url,
         POSTBAG_SECRET_KEY=SECRET,
         POSTBAG_LOG_LEVEL="WARNING",
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
     )
+    env["PYTHONPATH"] = str(tree)  # `tree`'s code, not this one's
     return env
+
+
+def _command(tree: Path) -> list[str]:
+    """`postbag` from `tree`: with its own .venv's Python (the old code's), or with this
+    one's when it has none (a worktree sharing another checkout's .venv)."""
+    python = tree / ".venv" / "bin" / "python"
+    return [str(python if python.exists() else sys.executable), "-m", "local.cli"]
 
 
 def _postbag(tree: Path, env: dict[str, str], *command: str) -> str:
     done = subprocess.run(
-        [str(tree / ".venv" / "bin" / "postbag"), *command],
+        [*_command(tree), *command],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -407,12 +418,7 @@ def start_server(tree: Path, env: dict[str, str], log: Path) -> Server:
     port = _free_port()
     with log.open("wb") as stderr:
         process = subprocess.Popen(
-            [
-                str(tree / ".venv" / "bin" / "postbag"),
-                "serve",
-                "--host=127.0.0.1",
-                f"--port={port}",
-            ],
+            [*_command(tree), "serve", "--host=127.0.0.1", f"--port={port}"],
             env=env,
             cwd=tree,
             stdout=subprocess.DEVNULL,
@@ -572,21 +578,21 @@ def _make_form(server: Server, key: str, url: str, org: str, case: Case) -> tupl
 
 
 def attack_side(
-    side: str, tree: Path, admin_url: str, limit: float, logs: Path
+    side: str, tree: Path, admin_url: str, limit: float, logs: Path, cases: list[Case]
 ) -> list[AttackResult]:
     dbname = f"postbag_schema_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{dbname}"')
     url = _url(admin_url, dbname)
     workdir = Path(tempfile.mkdtemp(prefix="postbag-schema-bench-"))
-    env = _env(url, workdir)
+    env = _env(url, workdir, tree)
     results: list[AttackResult] = []
     try:
         _postbag(tree, env, "migrate")
         org = json.loads(
             _postbag(tree, env, "create-org", "--name", "Bench", "--plan", "self_hosted", "--json")
         )
-        for n, case in enumerate([*ATTACKS, CONTROL]):
+        for n, case in enumerate(cases):
             print(f"{side}: {case.name}", file=sys.stderr, flush=True)
             log = logs / f"{side}-{dbname}-{n}.log"
             server = start_server(tree, env, log)
@@ -614,14 +620,16 @@ def attack_side(
     return results
 
 
-def attacks(args: argparse.Namespace) -> None:
+def attacks(args: argparse.Namespace, cases: list[Case]) -> list[AttackResult]:
     logs = Path(args.logs or tempfile.mkdtemp(prefix="postbag-schema-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
     sides = []
     for _ in range(args.rounds):
         for side, tree in (("before", args.before), ("after", args.after)):
             if tree is not None:
-                sides += attack_side(side, Path(tree), args.admin_url, args.attack_timeout, logs)
+                sides += attack_side(
+                    side, Path(tree), args.admin_url, args.attack_timeout, logs, cases
+                )
     print(
         f"cpus: {os.cpu_count()}; /health polled every 50 ms by another client during each "
         f"attack; an attack still running after {args.attack_timeout:.0f} s ends its server"
@@ -644,6 +652,7 @@ def attacks(args: argparse.Namespace) -> None:
             f"{r.seconds:>8.2f} s {statuses:<14} | {rss:>26} {children:>8} {r.log_lines:>3} | "
             f"{r.stored}; {r.saved}"
         )
+    return sides
 
 
 def main() -> int:
@@ -669,15 +678,34 @@ def main() -> int:
         ),
     )
     parser.add_argument("--before", help="a worktree of the old code (65c3e3f) with its own .venv")
-    parser.add_argument("--after", default=str(ROOT), help="the new code's tree (with .venv)")
+    parser.add_argument(
+        "--after", default=str(ROOT), help="the new code's tree (its .venv, or this Python)"
+    )
     parser.add_argument("--attack-timeout", type=float, default=60)
     parser.add_argument("--logs", help="where the servers' stderr goes (default: a temp dir)")
+    parser.add_argument("--smoke", action="store_true", help="both modes, tiny, in seconds")
     args = parser.parse_args()
-    if args.attacks:
-        attacks(args)
+    if args.smoke:
+        smoke(args)
+    elif args.attacks:
+        attacks(args, [*ATTACKS, CONTROL])
     else:
         engines(args)
     return 0
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """Both modes with one round of one post (five for the baseline), the old engine cut
+    after 1 s, and the first attack alone against a server (each starts its own); fails
+    unless every post to the new code's server is answered."""
+    args.rounds, args.baseline_posts, args.posts, args.before_posts = 1, 5, 1, 1
+    args.timeout, args.attack_timeout = 1.0, 30.0
+    engines(args)
+    if args.before is None:
+        print("no --before tree (a worktree of 65c3e3f): the attacks on the new code only")
+    for result in attacks(args, ATTACKS[:1]):
+        answered = not result.killed and all(s.isdigit() for s in result.statuses)
+        assert result.side == "before" or answered, f"{result.case.name}: {result.statuses}"
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ of both and their ratio.
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10
 
 Not a test: speed is reported as ratios against a reference run on the same machine.
+`--smoke`: one round of 1 s per mode at concurrency 2, failing unless both stored events.
 """
 
 from __future__ import annotations
@@ -217,7 +218,11 @@ def main() -> int:
     parser.add_argument(
         "--modes", choices=["both", "batch", "single"], default="both", help="what to measure"
     )
+    parser.add_argument("--smoke", action="store_true", help="both modes, tiny, in seconds")
     args = parser.parse_args()
+    warm_up = 2.0
+    if args.smoke:
+        args.duration, args.rounds, args.concurrency, warm_up = 1, 1, 2, 0.5
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.admin_url, autocommit=True) as admin:
@@ -250,7 +255,7 @@ def main() -> int:
                 time.sleep(0.1)
         ids = setup(url, hook_url)
         path = f"/v1/streams/{ids['stream']}"
-        drive(port, path, BATCH, 2, 2)  # warm-up: pool, caches
+        drive(port, path, BATCH, 2, warm_up)  # warm-up: pool, caches
         print(
             f"cpus: {os.cpu_count()}, concurrency {args.concurrency}, {args.rounds} rounds of "
             f"{args.duration} s each (Postbag, then pgbench)"
@@ -268,6 +273,7 @@ def main() -> int:
                 f"ratio {ours / max(theirs, 1):.2f} (each round: {each})",
                 flush=True,
             )
+            assert not args.smoke or (ours and theirs), f"{label}: no events stored"
     finally:
         receiver.terminate()
         runner.send_signal(signal.SIGINT)

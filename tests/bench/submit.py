@@ -19,6 +19,9 @@ prints how the submissions were stored.
         --admin-url postgresql://postgres@127.0.0.1:5432/postgres --duration 10 [--enforce]
 
 Not a test: speed is reported as ratios against a reference run on the same machine.
+`--smoke`: one round of 1 s at concurrency 2 and 1,000 existing submissions, failing
+unless both sides ran, every Postbag delivery was sent and (`--enforce`) every submission
+accepted.
 """
 
 from __future__ import annotations
@@ -301,7 +304,8 @@ def submission_states(url: str) -> str:
     return ", ".join(" ".join(str(part) for part in row if part) for row in rows)
 
 
-def load_million(url: str, ids: dict[str, str]) -> float:
+def load_existing(url: str, ids: dict[str, str], count: int) -> float:
+    """`count` older submissions of the form; the seconds it took."""
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -310,8 +314,8 @@ def load_million(url: str, ids: dict[str, str]) -> float:
             "SELECT 'sub_old' || g, %(org)s, %(form)s, 'accepted', "
             '\'{"name": "Old", "email": "old@example.com"}\', \'\\x00\', '
             "decode(md5(g::text), 'hex'), now() - g * interval '2 seconds', "
-            "now() + interval '90 days' FROM generate_series(1, 1000000) g",
-            ids,
+            "now() + interval '90 days' FROM generate_series(1, %(count)s) g",
+            {**ids, "count": count},
         )
         conn.execute("VACUUM ANALYZE submissions")
     return time.perf_counter() - started
@@ -491,7 +495,11 @@ def main() -> int:
         action="store_true",
         help="the form enforces ENFORCED_SCHEMA, which every post meets",
     )
+    parser.add_argument("--smoke", action="store_true", help="every part, tiny, in seconds")
     args = parser.parse_args()
+    existing = 1_000_000
+    if args.smoke:
+        args.duration, args.rounds, args.concurrency, existing = 1, 1, [2], 1000
 
     dbname = f"postbag_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.admin_url, autocommit=True) as admin:
@@ -587,10 +595,10 @@ def main() -> int:
                 )
         if not args.skip_million:
             empty = next((r[1] for r in results if r[0] == 16), results[0][1])
-            seconds = load_million(url, ids)
+            seconds = load_existing(url, ids, existing)
             loaded = summary(drive(port, path, 16, args.duration), args.duration)
             print(
-                f"with 1,000,000 existing submissions (loaded in {seconds:.0f} s), "
+                f"with {existing:,} existing submissions (loaded in {seconds:.0f} s), "
                 f"concurrency 16: {loaded['rps']:.0f} req/s, p50 {loaded['p50_ms']:.2f} ms, "
                 f"p99 {loaded['p99_ms']:.2f} ms; {loaded['rps'] / empty['rps']:.2f} x the "
                 "empty-table figure"
@@ -605,6 +613,14 @@ def main() -> int:
         print(f"deliveries at the end: {delivery_states(url)}")
         if args.enforce:
             print(f"submissions (schema enforced): {submission_states(url)}")
+        if args.smoke:
+            assert all(ours["rps"] and reference["rps"] for _, ours, reference in results)
+            if delivering:
+                drain(url)
+                assert unsent(url)[0] == 0, "Postbag deliveries left unsent"
+            if args.enforce:
+                states = submission_states(url)
+                assert states.startswith("accepted ") and "," not in states, states
     finally:
         receiver.terminate()
         if worker is not None:
