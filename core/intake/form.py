@@ -27,6 +27,7 @@ from core.platform.ids import is_id
 from core.platform.kept import Kept
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.schemas.versions import Version
 from core.spam.config import SpamConfig, spam_config
 
 
@@ -66,6 +67,14 @@ class Form:
     revision: int
     # Kept from an earlier submit: the insert confirms `revision` (see the module's doc).
     kept: bool = False
+
+    @property
+    def current_schemas(self) -> dict[str | None, Version]:
+        """The form's current version as `core.schemas.versions.checked_version` reads it:
+        the default (a form's versions name no event type)."""
+        if self.schema is None or self.schema_version is None or self.schema_source is None:
+            return {}
+        return {None: Version(self.schema_version, self.schema, self.schema_source)}
 
     @property
     def keepable(self) -> bool:

@@ -54,6 +54,7 @@ from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.values import check_storable
 from core.schemas.checker import judged, schema_checker
+from core.schemas.versions import Version, checked_version
 
 MAX_EVENT_BYTES = 64 * 1024
 MAX_BATCH_EVENTS = 500
@@ -97,7 +98,8 @@ class _Stream:
     retention_days: int | None
     plan: Plan
     month_events: int
-    schemas: dict[str | None, tuple[int, dict[str, Any]]]
+    # The owner's latest version per event type (`None`: the default).
+    schemas: dict[str | None, Version]
     routes: list[dict[str, Any]]
     revision: int
     # Kept from an earlier ingest: the insert confirms `revision` (see the module's doc).
@@ -229,7 +231,9 @@ async def _stream(conn: Conn, caller: Caller, stream_id: str, now: datetime) -> 
         retention_days=row["retention_days"],
         plan=PLANS[row["plan"]],
         month_events=int(row["month_events"]),
-        schemas={s["event_type"]: (s["version"], s["schema"]) for s in row["schemas"]},
+        schemas={
+            s["event_type"]: Version(s["version"], s["schema"], s["source"]) for s in row["schemas"]
+        },
         routes=list(row["routes"]),
         revision=row["revision"],
     )
@@ -241,14 +245,13 @@ async def _check_schema(stream: _Stream, candidate: _Candidate) -> None:
     reports the drift."""
     candidate.status, candidate.reason = "accepted", None
     candidate.errors, candidate.schema_version = None, None
-    if stream.schema_mode == "off":
-        return
-    current = stream.schemas.get(candidate.event.type) or stream.schemas.get(None)
+    current = checked_version(stream.schema_mode, stream.schemas, candidate.event.type)
     if current is None:
         return
-    version, schema = current
-    candidate.schema_version = version
-    verdict = await schema_checker().check(f"{stream.id}:{version}", schema, candidate.event.data)
+    candidate.schema_version = current.version
+    verdict = await schema_checker().check(
+        f"{stream.id}:{current.version}", current.schema, candidate.event.data
+    )
     reason, errors = judged(verdict)
     if reason is None:
         return
