@@ -20,6 +20,7 @@ from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
 from core.platform.fields import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import schema_checker
+from core.schemas.versions import checked_version
 from core.spam.verdict import Verdict, spam_verdict
 
 
@@ -95,12 +96,11 @@ async def schema_decision(form: Form, values: Mapping[str, Any]) -> Decision:
     and quarantines what breaks it, or what could not be checked; `observe` accepts and
     records drift against the owner's schema, or the latest suggestion when the owner has
     written none."""
-    if form.schema is None or form.schema_mode == "off":
+    current = checked_version(form.schema_mode, form.current_schemas)
+    if current is None:
         return Decision()
     enforce = form.schema_mode == "enforce"
-    if enforce and form.schema_source != "manual":
-        return Decision()
-    verdict = await schema_checker().check(f"{form.id}:{form.schema_version}", form.schema, values)
+    verdict = await schema_checker().check(f"{form.id}:{current.version}", current.schema, values)
     if verdict.outcome == "valid":
         return Decision()
     if verdict.outcome == "invalid":

@@ -15,7 +15,6 @@ spare a flood, the rate limit decides the same status there.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,11 +22,12 @@ from typing import Any
 
 from core.intake.visitor import client_hash
 from core.platform.clock import month_of
-from core.platform.db import Database
 from core.platform.errors import NotFound
 from core.platform.ids import is_id
+from core.platform.kept import Kept
 from core.platform.queries import queries
 from core.platform.services import Services
+from core.schemas.versions import Version
 from core.spam.config import SpamConfig, spam_config
 
 
@@ -69,6 +69,14 @@ class Form:
     kept: bool = False
 
     @property
+    def current_schemas(self) -> dict[str | None, Version]:
+        """The form's current version as `core.schemas.versions.checked_version` reads it:
+        the default (a form's versions name no event type)."""
+        if self.schema is None or self.schema_version is None or self.schema_source is None:
+            return {}
+        return {None: Version(self.schema_version, self.schema, self.schema_source)}
+
+    @property
     def keepable(self) -> bool:
         """Whether later submits may use this form as read now: it takes submissions, and
         nothing its submit path does before the insert reaches outside the database."""
@@ -80,15 +88,15 @@ class Form:
         )
 
 
-# Forms kept per database (a process has one; tests have several), at most KEPT_FORMS each.
+# Forms kept per database, at most KEPT_FORMS each.
 KEPT_FORMS = 1024
-_kept: weakref.WeakKeyDictionary[Database, dict[str, Form]] = weakref.WeakKeyDictionary()
+_kept: Kept[Form] = Kept(KEPT_FORMS)
 
 
 async def form_for_submit(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
     """The form a `POST /s/{form}` uses: the one kept from an earlier submit when there is
     one (the insert confirms it), else read now (and kept when it may be)."""
-    kept = _kept.get(services.db, {}).get(form_id)
+    kept = _kept.get(services.db, form_id)
     if kept is not None:
         hashed = client_hash(client, services.settings.require_secret_key())
         return dataclasses.replace(kept, client_hash=hashed)
@@ -97,18 +105,15 @@ async def form_for_submit(services: Services, form_id: str, *, client: str, now:
 
 def forget_form(services: Services, form_id: str) -> None:
     """Drop the form kept for later submits (a submit failed while using it)."""
-    _kept.get(services.db, {}).pop(form_id, None)
+    _kept.forget(services.db, form_id)
 
 
 async def fresh_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
     """The form read now, which replaces (or drops) the one kept for later submits."""
-    kept = _kept.setdefault(services.db, {})
-    kept.pop(form_id, None)
+    _kept.forget(services.db, form_id)
     form = await resolve_form(services, form_id, client=client, now=now)
     if form.keepable:
-        if len(kept) >= KEPT_FORMS:
-            del kept[next(iter(kept))]
-        kept[form_id] = dataclasses.replace(form, recent_from_client=0, kept=True)
+        _kept.keep(services.db, form_id, dataclasses.replace(form, recent_from_client=0, kept=True))
     return form
 
 

@@ -1,20 +1,18 @@
-"""Form schemas: append-only JSON Schema versions, checked against the limits of
-`core.schemas.limits` when saved; suggestions adopted by the owner; the drift summary."""
+"""Form schemas: the versions (`core.owner.schema_versions`, as a stream's), suggestions
+adopted by the owner; the drift summary."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.owner.usage import reserve_schema_version
+from core.owner import schema_versions
+from core.owner.schema_versions import FORM
 from core.platform.db import Conn
-from core.platform.errors import NotFound
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.schemas.limits import check_schema
 
 # How far back the drift summary looks (drift rows are kept as long, then pruned).
 DRIFT_DAYS = 30
@@ -40,22 +38,6 @@ class SchemaFields(BaseModel):
     )
 
 
-async def _require_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
-    cur = await conn.execute(
-        queries["get_form"], {"id": form_id, "organization_id": scope.organization_id}
-    )
-    if await cur.fetchone() is None:
-        raise NotFound(f"no form {form_id}")
-
-
-async def _lock_live_form(conn: Conn, scope: OrgScope, form_id: str) -> None:
-    cur = await conn.execute(
-        queries["lock_form"], {"id": form_id, "organization_id": scope.organization_id}
-    )
-    if await cur.fetchone() is None:
-        raise NotFound(f"no form {form_id}")
-
-
 @scoped
 async def add_schema(
     conn: Conn, scope: OrgScope, *, form_id: str, schema: dict[str, Any]
@@ -65,17 +47,7 @@ async def add_schema(
     Refused with InvalidSchema past a limit of `core.schemas.limits`, and with
     PlanLimitReached once the form has the plan's number of versions.
     """
-    check_schema(schema)
-    # The form's row lock serialises appends, so two at once get versions n+1 and n+2.
-    await _lock_live_form(conn, scope, form_id)
-    await reserve_schema_version(conn, scope, form_id=form_id)
-    cur = await conn.execute(
-        queries["insert_form_schema"],
-        {"organization_id": scope.organization_id, "form_id": form_id, "schema": Jsonb(schema)},
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return row
+    return await schema_versions.append(conn, scope, FORM, form_id, schema, source="manual")
 
 
 @scoped
@@ -84,15 +56,7 @@ async def adopt_schema(
 ) -> dict[str, Any]:
     """Make a version the form's current schema: append a `manual` copy of its content
     (checked as any schema the owner writes)."""
-    cur = await conn.execute(
-        queries["get_form_schema"],
-        {"organization_id": scope.organization_id, "form_id": form_id, "version": version},
-    )
-    row = await cur.fetchone()
-    if row is None:
-        raise NotFound(f"no schema version {version} of form {form_id}")
-    added: dict[str, Any] = await add_schema(conn, scope, form_id=form_id, schema=row["schema"])
-    return added
+    return await schema_versions.adopt(conn, scope, FORM, form_id, version)
 
 
 @scoped
@@ -114,7 +78,7 @@ async def drift_summary(
 ) -> list[dict[str, Any]]:
     """The form's drift over the last DRIFT_DAYS days: path, keyword, count, first and last
     seen, the latest first."""
-    await _require_live_form(conn, scope, form_id)
+    await schema_versions.require_live(conn, scope, FORM, form_id)
     cur = await conn.execute(
         queries["form_drift"],
         {
@@ -132,14 +96,4 @@ async def list_schemas(
     conn: Conn, scope: OrgScope, *, form_id: str, after: int | None, limit: int
 ) -> list[dict[str, Any]]:
     """Up to `limit` schema versions of a live form after version `after`, oldest first."""
-    await _require_live_form(conn, scope, form_id)
-    cur = await conn.execute(
-        queries["list_form_schemas"],
-        {
-            "organization_id": scope.organization_id,
-            "form_id": form_id,
-            "after": after,
-            "limit": limit,
-        },
-    )
-    return await cur.fetchall()
+    return await schema_versions.page(conn, scope, FORM, form_id, after=after, limit=limit)

@@ -86,23 +86,6 @@ async def reserve(conn: Conn, scope: OrgScope, *, kind: CountedKind) -> None:
         raise PlanLimitReached(f"the {plan.name} plan allows {limit} {_LABEL[kind]}")
 
 
-@scoped
-async def reserve_schema_version(conn: Conn, scope: OrgScope, *, form_id: str) -> None:
-    """Refuse with PlanLimitReached when the form already has the plan's schema versions.
-
-    The caller holds the form's row lock, so concurrent appends count one at a time.
-    """
-    cur = await conn.execute(
-        queries["count_form_schemas"],
-        {"organization_id": scope.organization_id, "form_id": form_id},
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    limit = PLANS[row["plan"]].max_schema_versions
-    if limit is not None and int(row["n"]) >= limit:
-        raise PlanLimitReached(f"the {row['plan']} plan allows {limit} schema versions per form")
-
-
 async def reserve_attachment_bytes(
     conn: Conn, *, organization_id: str, plan: Plan, size: int, now: datetime
 ) -> None:

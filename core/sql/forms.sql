@@ -24,7 +24,7 @@ SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, reten
  WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 
 -- name: lock_form
--- Lock one live form's row for an update or a schema append (the form as the API shows it).
+-- Lock one live form's row for an update (the form as the API shows it).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
        consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
@@ -82,10 +82,23 @@ RETURNING id
 UPDATE routes SET deleted_at = now(), updated_at = now()
  WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
 
+-- name: lock_form_plan
+-- Lock a live form's row (schema versions are appended one at a time under it), with its
+-- organization's plan.
+SELECT f.id, o.plan
+  FROM forms f JOIN organizations o ON o.id = f.organization_id
+ WHERE f.id = %(id)s AND f.organization_id = %(organization_id)s AND f.deleted_at IS NULL
+   FOR UPDATE OF f
+
+-- name: count_form_schemas
+-- How many schema versions a form has.
+SELECT count(*) AS n FROM form_schemas
+ WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
+
 -- name: insert_form_schema
 -- Append the next schema version of a form (the caller holds the form's row lock).
 INSERT INTO form_schemas (organization_id, form_id, version, schema, source)
-SELECT %(organization_id)s, %(form_id)s, coalesce(max(version), 0) + 1, %(schema)s, 'manual'
+SELECT %(organization_id)s, %(form_id)s, coalesce(max(version), 0) + 1, %(schema)s, %(source)s
   FROM form_schemas
  WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s
 RETURNING version, schema, source, created_at

@@ -89,8 +89,10 @@ SELECT s.id, s.organization_id, s.schema_mode, s.retention_days, s.accepting, s.
                   WHERE u.organization_id = s.organization_id AND u.month = %(month)s), 0)
            AS month_events,
        coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', c.event_type,
-                                                     'version', c.version, 'schema', c.schema))
-                   FROM (SELECT DISTINCT ON (v.event_type) v.event_type, v.version, v.schema
+                                                     'version', c.version, 'schema', c.schema,
+                                                     'source', c.source))
+                   FROM (SELECT DISTINCT ON (v.event_type) v.event_type, v.version, v.schema,
+                                v.source
                            FROM stream_schemas v
                           WHERE v.stream_id = s.id AND v.source = 'manual'
                           ORDER BY v.event_type, v.version DESC) c), '[]'::jsonb) AS schemas,

@@ -20,14 +20,6 @@ SELECT count(*) AS n
 -- How many API keys the organization has that are not revoked.
 SELECT count(*) AS n FROM api_keys WHERE organization_id = %(organization_id)s AND revoked_at IS NULL
 
--- name: count_form_schemas
--- How many schema versions a form has, with its organization's plan.
-SELECT o.plan,
-       (SELECT count(*) FROM form_schemas
-         WHERE form_id = %(form_id)s AND organization_id = %(organization_id)s) AS n
-  FROM organizations o
- WHERE o.id = %(organization_id)s
-
 -- name: month_usage
 -- The organization's counted submissions, attachment bytes, review bytes and stream events
 -- in one calendar month (the sum of its shards; no row: none).

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, StringConstraints, Va
 from core.owner.organizations import hash_key
 from core.owner.plans import PLANS, Plan
 from core.platform.clock import month_of
-from core.platform.db import Conn, Database
+from core.platform.db import Conn
 from core.platform.errors import (
     IdempotencyConflict,
     IngestKeyOnly,
@@ -49,11 +48,13 @@ from core.platform.errors import (
     invalid_input,
 )
 from core.platform.ids import new_id
+from core.platform.kept import Kept
 from core.platform.queries import execute, queries
 from core.platform.scope import OrgScope
 from core.platform.services import Services
 from core.platform.values import check_storable
 from core.schemas.checker import judged, schema_checker
+from core.schemas.versions import Version, checked_version
 
 MAX_EVENT_BYTES = 64 * 1024
 MAX_BATCH_EVENTS = 500
@@ -97,7 +98,8 @@ class _Stream:
     retention_days: int | None
     plan: Plan
     month_events: int
-    schemas: dict[str | None, tuple[int, dict[str, Any]]]
+    # The owner's latest version per event type (`None`: the default).
+    schemas: dict[str | None, Version]
     routes: list[dict[str, Any]]
     revision: int
     # Kept from an earlier ingest: the insert confirms `revision` (see the module's doc).
@@ -167,16 +169,15 @@ class Caller:
     ingest_key: str | None = None
 
 
-# Stream settings kept per database (a process has one; tests have several), at most
-# KEPT_STREAMS each.
+# Stream settings kept per database, at most KEPT_STREAMS each.
 KEPT_STREAMS = 1024
-_kept: weakref.WeakKeyDictionary[Database, dict[str, _Stream]] = weakref.WeakKeyDictionary()
+_kept: Kept[_Stream] = Kept(KEPT_STREAMS)
 
 
 def _kept_stream(services: Services, caller: Caller, stream_id: str) -> _Stream | None:
     """The stream's settings kept from an earlier ingest, for this caller: any ingest key
     (the insert confirms it), or an API key of the stream's organization."""
-    stream = _kept.get(services.db, {}).get(stream_id)
+    stream = _kept.get(services.db, stream_id)
     if stream is None or (
         caller.scope is not None and caller.scope.organization_id != stream.organization_id
     ):
@@ -189,13 +190,10 @@ async def _fresh_stream(
 ) -> _Stream:
     """The stream's settings read now (they replace the kept ones, or drop them when the
     read refuses the caller); PlanLimitReached when the month's events are used up."""
-    kept = _kept.setdefault(services.db, {})
-    kept.pop(stream_id, None)
+    _kept.forget(services.db, stream_id)
     async with services.db.connection() as conn:
         stream = await _stream(conn, caller, stream_id, now)
-    if len(kept) >= KEPT_STREAMS:
-        del kept[next(iter(kept))]
-    kept[stream_id] = dataclasses.replace(stream, kept=True)
+    _kept.keep(services.db, stream_id, dataclasses.replace(stream, kept=True))
     limit = stream.plan.monthly_events
     if limit is not None and stream.month_events >= limit:
         raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")
@@ -233,7 +231,9 @@ async def _stream(conn: Conn, caller: Caller, stream_id: str, now: datetime) -> 
         retention_days=row["retention_days"],
         plan=PLANS[row["plan"]],
         month_events=int(row["month_events"]),
-        schemas={s["event_type"]: (s["version"], s["schema"]) for s in row["schemas"]},
+        schemas={
+            s["event_type"]: Version(s["version"], s["schema"], s["source"]) for s in row["schemas"]
+        },
         routes=list(row["routes"]),
         revision=row["revision"],
     )
@@ -245,14 +245,13 @@ async def _check_schema(stream: _Stream, candidate: _Candidate) -> None:
     reports the drift."""
     candidate.status, candidate.reason = "accepted", None
     candidate.errors, candidate.schema_version = None, None
-    if stream.schema_mode == "off":
-        return
-    current = stream.schemas.get(candidate.event.type) or stream.schemas.get(None)
+    current = checked_version(stream.schema_mode, stream.schemas, candidate.event.type)
     if current is None:
         return
-    version, schema = current
-    candidate.schema_version = version
-    verdict = await schema_checker().check(f"{stream.id}:{version}", schema, candidate.event.data)
+    candidate.schema_version = current.version
+    verdict = await schema_checker().check(
+        f"{stream.id}:{current.version}", current.schema, candidate.event.data
+    )
     reason, errors = judged(verdict)
     if reason is None:
         return

@@ -1,23 +1,20 @@
-"""Stream schemas: append-only JSON Schema versions, one optionally per event type, checked
-against the limits of `core.schemas.limits` when saved (the database refuses an UPDATE);
-suggestions inferred from stored events, which the owner adopts."""
+"""Stream schemas: the versions (`core.owner.schema_versions`, as a form's), one optionally
+per event type; suggestions inferred from stored events, which the owner adopts."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Annotated, Any
 
-from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from core.owner.plans import PLANS
+from core.owner import schema_versions
+from core.owner.schema_versions import STREAM
 from core.platform.db import Conn
-from core.platform.errors import InvalidInput, NotFound, PlanLimitReached
+from core.platform.errors import InvalidInput
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.platform.vocabulary import SchemaSource
 from core.schemas.inference import infer_schema
-from core.schemas.limits import check_schema
 
 # How many of a stream's newest events a suggestion is inferred from.
 SAMPLE_EVENTS = 1_000
@@ -37,36 +34,6 @@ class StreamSchemaFields(BaseModel):
     )
 
 
-async def _append(
-    conn: Conn,
-    scope: OrgScope,
-    stream_id: str,
-    event_type: str | None,
-    schema: dict[str, Any],
-    source: SchemaSource,
-) -> dict[str, Any]:
-    check_schema(schema)
-    params = {"id": stream_id, "organization_id": scope.organization_id}
-    # The stream's row lock serialises appends, so two at once get versions n+1 and n+2.
-    stream = await (await conn.execute(queries["lock_stream"], params)).fetchone()
-    if stream is None:
-        raise NotFound(f"no stream {stream_id}")
-    scoped_params = {"stream_id": stream_id, "organization_id": scope.organization_id}
-    count = await (await conn.execute(queries["count_stream_schemas"], scoped_params)).fetchone()
-    limit = PLANS[stream["plan"]].max_schema_versions
-    if count is not None and limit is not None and int(count["n"]) >= limit:
-        raise PlanLimitReached(
-            f"the {stream['plan']} plan allows {limit} schema versions per stream"
-        )
-    cur = await conn.execute(
-        queries["insert_stream_schema"],
-        {**scoped_params, "event_type": event_type, "schema": Jsonb(schema), "source": source},
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return row
-
-
 @scoped
 async def add_stream_schema(
     conn: Conn, scope: OrgScope, *, stream_id: str, fields: StreamSchemaFields
@@ -74,7 +41,15 @@ async def add_stream_schema(
     """Append the stream's next version (`manual`); refused past a limit of
     `core.schemas.limits` (InvalidSchema) or past the plan's versions per stream
     (PlanLimitReached)."""
-    return await _append(conn, scope, stream_id, fields.event_type, fields.json_schema, "manual")
+    return await schema_versions.append(
+        conn,
+        scope,
+        STREAM,
+        stream_id,
+        fields.json_schema,
+        source="manual",
+        event_type=fields.event_type,
+    )
 
 
 @scoped
@@ -95,13 +70,15 @@ async def suggest_stream_schema(
     )
     samples = [row["data"] for row in await cur.fetchall()]
     if not samples:
-        await _require_stream(conn, scope, stream_id)
+        await schema_versions.require_live(conn, scope, STREAM, stream_id)
         raise InvalidInput(
             "no stored events to infer a schema from",
             [{"field": "event_type", "message": "no stored events with data"}],
         )
     schema = await asyncio.to_thread(infer_schema, samples)
-    return await _append(conn, scope, stream_id, event_type, schema, "suggested")
+    return await schema_versions.append(
+        conn, scope, STREAM, stream_id, schema, source="suggested", event_type=event_type
+    )
 
 
 @scoped
@@ -109,20 +86,7 @@ async def adopt_stream_schema(
     conn: Conn, scope: OrgScope, *, stream_id: str, version: int
 ) -> dict[str, Any]:
     """Make a version current for its event type: append a `manual` copy of it."""
-    cur = await conn.execute(
-        queries["get_stream_schema"],
-        {"stream_id": stream_id, "organization_id": scope.organization_id, "version": version},
-    )
-    row = await cur.fetchone()
-    if row is None:
-        raise NotFound(f"no schema version {version} of stream {stream_id}")
-    return await _append(conn, scope, stream_id, row["event_type"], row["schema"], "manual")
-
-
-async def _require_stream(conn: Conn, scope: OrgScope, stream_id: str) -> None:
-    params = {"id": stream_id, "organization_id": scope.organization_id}
-    if await (await conn.execute(queries["get_stream"], params)).fetchone() is None:
-        raise NotFound(f"no stream {stream_id}")
+    return await schema_versions.adopt(conn, scope, STREAM, stream_id, version)
 
 
 @scoped
@@ -130,14 +94,4 @@ async def list_stream_schemas(
     conn: Conn, scope: OrgScope, *, stream_id: str, after: int | None, limit: int
 ) -> list[dict[str, Any]]:
     """A live stream's schema versions, oldest first, after version `after`."""
-    await _require_stream(conn, scope, stream_id)
-    cur = await conn.execute(
-        queries["list_stream_schemas"],
-        {
-            "stream_id": stream_id,
-            "organization_id": scope.organization_id,
-            "after": after,
-            "limit": limit,
-        },
-    )
-    return await cur.fetchall()
+    return await schema_versions.page(conn, scope, STREAM, stream_id, after=after, limit=limit)

@@ -29,7 +29,7 @@ from core.owner.dashboard_sessions import forget_idle_sessions
 from core.owner.form_schemas import DRIFT_DAYS
 from core.owner.members import RESET_WINDOW
 from core.owner.notifications import gather, send_due
-from core.owner.plans import PLANS
+from core.owner.schema_versions import versions_full
 from core.platform.db import Conn
 from core.platform.errors import PostbagError
 from core.platform.health import MAX_DELETE_ATTEMPTS
@@ -241,8 +241,7 @@ async def _infer_one(
     )
     if not samples:
         return 0
-    limit = PLANS[form["plan"]].max_schema_versions
-    if limit is not None and (form["version"] or 0) >= limit:
+    if versions_full(form["plan"], form["version"] or 0):
         return 0  # the plan's versions per form are used up: the form keeps its latest
     schema = await asyncio.to_thread(infer_schema, samples)
     if _shape(schema) == _shape(form["schema"]):

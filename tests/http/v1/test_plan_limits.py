@@ -1,4 +1,4 @@
-"""Plan limits on API keys and schema versions per form, refused with `402 plan_limit`."""
+"""Plan limits on API keys and schema versions per form or stream, refused with `402 plan_limit`."""
 
 from __future__ import annotations
 
@@ -72,3 +72,35 @@ async def test_keys__concurrent_creations_never_pass_the_plans_live_keys(
     assert sorted(a.status_code for a in answers) == [201] * 4 + [402] * 6
     live = await rows(conn, "SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")
     assert live == [{"n": 5}]
+
+
+async def test_schemas__concurrent_appends_never_pass_the_plans_versions_per_form_or_stream(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="free")  # 20 versions per form or stream
+    form = await make_form(conn, acme)
+    for _ in range(17):
+        await add_schema(conn, acme, form, SCHEMA)
+    async with built_services(db_url, tmp_path, pool_max=8) as services:
+        async with api_client(services) as client:
+            stream = await create(client, acme, "/v1/streams", {"name": "Orders"})
+            for _ in range(17):
+                await create(
+                    client, acme, f"/v1/streams/{stream['id']}/schemas", {"schema": SCHEMA}
+                )
+            for path in (f"/v1/forms/{form}/schemas", f"/v1/streams/{stream['id']}/schemas"):
+                answers = await asyncio.gather(
+                    *(
+                        client.post(path, json={"schema": SCHEMA}, headers=acme.headers)
+                        for _ in range(8)
+                    )
+                )
+                assert sorted(a.status_code for a in answers) == [201] * 3 + [402] * 5
+                added = sorted(a.json()["version"] for a in answers if a.status_code == 201)
+                assert added == [18, 19, 20]
+    counts = await rows(
+        conn,
+        "SELECT (SELECT count(*) FROM form_schemas) AS forms,"
+        " (SELECT count(*) FROM stream_schemas) AS streams",
+    )
+    assert counts == [{"forms": 20, "streams": 20}]
