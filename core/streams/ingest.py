@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, StringConstraints, Va
 from core.owner.organizations import hash_key
 from core.owner.plans import PLANS, Plan
 from core.platform.clock import month_of
-from core.platform.db import Conn, Database
+from core.platform.db import Conn
 from core.platform.errors import (
     IdempotencyConflict,
     IngestKeyOnly,
@@ -51,7 +50,7 @@ from core.platform.errors import (
 from core.platform.ids import new_id
 from core.platform.queries import execute, queries
 from core.platform.scope import OrgScope
-from core.platform.services import Services
+from core.platform.services import Registry, Services
 from core.platform.values import check_storable
 from core.schemas.checker import judged, schema_checker
 
@@ -167,16 +166,15 @@ class Caller:
     ingest_key: str | None = None
 
 
-# Stream settings kept per database (a process has one; tests have several), at most
-# KEPT_STREAMS each.
+# Stream settings kept by the process's services (tests have several), at most KEPT_STREAMS.
 KEPT_STREAMS = 1024
-_kept: weakref.WeakKeyDictionary[Database, dict[str, _Stream]] = weakref.WeakKeyDictionary()
+_KEPT: Registry[dict[str, _Stream]] = Registry("kept streams", dict)
 
 
 def _kept_stream(services: Services, caller: Caller, stream_id: str) -> _Stream | None:
     """The stream's settings kept from an earlier ingest, for this caller: any ingest key
     (the insert confirms it), or an API key of the stream's organization."""
-    stream = _kept.get(services.db, {}).get(stream_id)
+    stream = services.state(_KEPT).get(stream_id)
     if stream is None or (
         caller.scope is not None and caller.scope.organization_id != stream.organization_id
     ):
@@ -189,7 +187,7 @@ async def _fresh_stream(
 ) -> _Stream:
     """The stream's settings read now (they replace the kept ones, or drop them when the
     read refuses the caller); PlanLimitReached when the month's events are used up."""
-    kept = _kept.setdefault(services.db, {})
+    kept = services.state(_KEPT)
     kept.pop(stream_id, None)
     async with services.db.connection() as conn:
         stream = await _stream(conn, caller, stream_id, now)
