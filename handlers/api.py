@@ -18,7 +18,7 @@ from core.platform.settings import production_settings
 settings = production_settings()
 services = Services.from_settings(settings, pool_max=2)
 # Releasing a submission from quarantine wakes the deliver function as a submit does.
-prepare_wakeup(settings)
+prepare_wakeup(services)
 http = Mangum(create_api_app(services), lifespan="off")
 
 

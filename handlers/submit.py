@@ -9,5 +9,5 @@ from core.platform.settings import production_settings
 
 settings = production_settings()
 services = Services.from_settings(settings, pool_max=2)
-prepare_wakeup(settings)
+prepare_wakeup(services)
 handler = Mangum(create_submit_app(services), lifespan="off")

@@ -70,6 +70,8 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     return seconds
 
 
+# Not on Services: a client lives as long as its event loop (tests and the Lambda handler run
+# several), and is closed where a loop ends, by code that holds no Services.
 _clients: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
 

@@ -19,7 +19,7 @@ from core.intake.form import Form
 from core.intake.turnstile import TURNSTILE_FIELD, verify_turnstile
 from core.platform.fields import first_text, truthy
 from core.platform.services import Services
-from core.schemas.checker import schema_checker
+from core.schemas.checker import judged, schema_checker
 from core.schemas.versions import checked_version
 from core.spam.verdict import Verdict, spam_verdict
 
@@ -101,14 +101,9 @@ async def schema_decision(form: Form, values: Mapping[str, Any]) -> Decision:
         return Decision()
     enforce = form.schema_mode == "enforce"
     verdict = await schema_checker().check(f"{form.id}:{current.version}", current.schema, values)
-    if verdict.outcome == "valid":
+    reason, drift = judged(verdict)
+    if reason is None:
         return Decision()
-    if verdict.outcome == "invalid":
-        reason, drift = "schema_violation", verdict.errors
-    elif verdict.outcome == "unchecked":
-        reason, drift = "schema_unchecked", [{"path": "/", "keyword": "unchecked"}]
-    else:
-        reason, drift = "schema_error", [{"path": "/", "keyword": "schema_error"}]
     if enforce:
         return Decision("quarantined", reason, drift)
     return Decision(drift=drift)

@@ -1,8 +1,8 @@
 """The form a submit sees, with its routes and counters: read once per request, or kept
 from an earlier submit and confirmed by the insert itself.
 
-`resolve_form` reads the form (one round trip). `form_for_submit` keeps what it read, per
-database and form, for the forms whose submit path does nothing outside the database
+`resolve_form` reads the form (one round trip). `form_for_submit` keeps what it read, on
+the process's services by form, for the forms whose submit path does nothing outside the database
 before the insert (no Turnstile or spam secret, no file fields): their next submits skip the
 read. Such a form (`Form.kept`) carries the revision it was read at, and the insert stores
 nothing unless the form is still at that revision and the month's count still puts the
@@ -26,7 +26,7 @@ from core.platform.errors import NotFound
 from core.platform.ids import is_id
 from core.platform.kept import Kept
 from core.platform.queries import queries
-from core.platform.services import Services
+from core.platform.services import Registry, Services
 from core.schemas.versions import Version
 from core.spam.config import SpamConfig, spam_config
 
@@ -88,15 +88,15 @@ class Form:
         )
 
 
-# Forms kept per database, at most KEPT_FORMS each.
+# Forms kept by the process's services (tests have several), at most KEPT_FORMS.
 KEPT_FORMS = 1024
-_kept: Kept[Form] = Kept(KEPT_FORMS)
+_KEPT: Registry[Kept[Form]] = Registry("kept forms", lambda: Kept(KEPT_FORMS))
 
 
 async def form_for_submit(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
     """The form a `POST /s/{form}` uses: the one kept from an earlier submit when there is
     one (the insert confirms it), else read now (and kept when it may be)."""
-    kept = _kept.get(services.db, form_id)
+    kept = services.state(_KEPT).get(form_id)
     if kept is not None:
         hashed = client_hash(client, services.settings.require_secret_key())
         return dataclasses.replace(kept, client_hash=hashed)
@@ -105,15 +105,16 @@ async def form_for_submit(services: Services, form_id: str, *, client: str, now:
 
 def forget_form(services: Services, form_id: str) -> None:
     """Drop the form kept for later submits (a submit failed while using it)."""
-    _kept.forget(services.db, form_id)
+    services.state(_KEPT).forget(form_id)
 
 
 async def fresh_form(services: Services, form_id: str, *, client: str, now: datetime) -> Form:
     """The form read now, which replaces (or drops) the one kept for later submits."""
-    _kept.forget(services.db, form_id)
+    services.state(_KEPT).forget(form_id)
     form = await resolve_form(services, form_id, client=client, now=now)
     if form.keepable:
-        _kept.keep(services.db, form_id, dataclasses.replace(form, recent_from_client=0, kept=True))
+        kept = dataclasses.replace(form, recent_from_client=0, kept=True)
+        services.state(_KEPT).keep(form_id, kept)
     return form
 
 

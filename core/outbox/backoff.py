@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 BASE_DELAY = 30.0
 MAX_DELAY = 6 * 3600.0
 JITTER = 0.2
-# Failures in a row after which a destination is `failing` and only probes are sent.
+# Failures in a row after which a destination is `failing` and only probes are sent, one
+# per window: BASE_DELAY at the threshold, doubling with each failure past it, at most
+# MAX_DELAY (the statement `open_probe_window` computes it from these).
 STORM_THRESHOLD = 5
 
 
@@ -35,14 +37,6 @@ def retry_delay(
     if retry_after is not None and retry_after > delay:
         delay = retry_after
     return min(delay, MAX_DELAY)
-
-
-def probe_window(consecutive_failures: int) -> float:
-    """How long a failing destination waits between probes (no jitter: one probe per window)."""
-    window: float = min(
-        2.0 ** max(consecutive_failures - STORM_THRESHOLD, 0) * BASE_DELAY, MAX_DELAY
-    )
-    return window
 
 
 def next_attempt_at(

@@ -300,7 +300,22 @@ async def release_held(conn: Conn, *, now: datetime) -> int:
     return len(await cur.fetchall())
 
 
-_STORM = {"threshold": STORM_THRESHOLD, "base": BASE_DELAY, "cap": MAX_DELAY}
+async def _open_probe_window(
+    conn: Conn, destination_id: str, *, now: datetime, reopen: bool
+) -> datetime | None:
+    cur = await conn.execute(
+        queries["open_probe_window"],
+        {
+            "id": destination_id,
+            "now": now,
+            "reopen": reopen,
+            "threshold": STORM_THRESHOLD,
+            "base": BASE_DELAY,
+            "cap": MAX_DELAY,
+        },
+    )
+    row = await cur.fetchone()
+    return None if row is None else row["probe_after"]
 
 
 async def destination_failed(
@@ -309,16 +324,19 @@ async def destination_failed(
     """Count a failure (of a healthy destination, or of a probe); returns (failing, window end).
 
     The failure of a send already in flight when the destination turned failing is not
-    counted: it returns (True, None).
+    counted: it returns (True, None). The count and the window it opens commit together.
     """
-    cur = await conn.execute(
-        queries["destination_failed"],
-        {"id": destination_id, "now": now, "probe": probe, **_STORM},
-    )
-    row = await cur.fetchone()
-    if row is None:
-        return True, None
-    return row["health"] == "failing", row["probe_after"]
+    async with conn.transaction():
+        cur = await conn.execute(
+            queries["destination_failed"],
+            {"id": destination_id, "probe": probe, "threshold": STORM_THRESHOLD},
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return True, None
+        if row["consecutive_failures"] < STORM_THRESHOLD:
+            return row["health"] == "failing", row["probe_after"]
+        return True, await _open_probe_window(conn, destination_id, now=now, reopen=True)
 
 
 async def promote_parked(conn: Conn, destination_id: str, *, at: datetime, now: datetime) -> None:
@@ -353,9 +371,7 @@ async def destination_succeeded(conn: Conn, destination_id: str, *, now: datetim
 
 async def take_probe(conn: Conn, destination_id: str, *, now: datetime) -> datetime | None:
     """Become the one probe of a failing destination; None when this window's is taken."""
-    cur = await conn.execute(queries["take_probe"], {"id": destination_id, "now": now, **_STORM})
-    row = await cur.fetchone()
-    return None if row is None else row["probe_after"]
+    return await _open_probe_window(conn, destination_id, now=now, reopen=False)
 
 
 async def probe_window_end(conn: Conn, destination_id: str) -> tuple[bool, datetime | None]:

@@ -21,8 +21,7 @@ import psycopg
 from core.platform import deliver_function
 from core.platform.logs import log
 from core.platform.queries import queries
-from core.platform.services import Services
-from core.platform.settings import Settings
+from core.platform.services import Registry, Services
 
 # The channel the deliverers LISTEN on.
 CHANNEL = "postbag_deliveries"
@@ -63,9 +62,12 @@ class _Waker:
         await asyncio.shield(self.running)
 
 
-_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
-# When this process last invoked each deliver function (monotonic seconds).
-_invoked: dict[str, float] = {}
+# The process's coalescer of each event loop (tests and the Lambda handler run several).
+_WAKERS: Registry[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker]] = Registry(
+    "delivery wakers", weakref.WeakKeyDictionary
+)
+# When the process last invoked each deliver function (monotonic seconds).
+_INVOKED: Registry[dict[str, float]] = Registry("deliver function invokes", dict)
 
 
 async def wake_deliveries(services: Services) -> None:
@@ -73,24 +75,27 @@ async def wake_deliveries(services: Services) -> None:
     only delays delivery until the next scheduled pass or poll."""
     name = services.settings.deliver_function_name
     if name:
+        invoked = services.state(_INVOKED)
         now = time.monotonic()
-        if now - _invoked.get(name, float("-inf")) < deliver_function.WAKE_INTERVAL_SECONDS:
+        if now - invoked.get(name, float("-inf")) < deliver_function.WAKE_INTERVAL_SECONDS:
             return  # the invocation woken by the last one is still passing
-        _invoked[name] = now
-        await deliver_function.client_for(name).wake()
+        invoked[name] = now
+        await deliver_function.client_for(services, name).wake()
         return
+    wakers = services.state(_WAKERS)
     loop = asyncio.get_running_loop()
-    waker = _wakers.get(loop)
+    waker = wakers.get(loop)
     if waker is None:
-        waker = _wakers[loop] = _Waker()
+        waker = wakers[loop] = _Waker()
     await waker.wake(services)
 
 
-def prepare_wakeup(settings: Settings) -> None:
+def prepare_wakeup(services: Services) -> None:
     """Build the deliver function's client now (a handler's import, the cold start) rather
     than within the first submit's bound."""
-    if settings.deliver_function_name:
-        deliver_function.client_for(settings.deliver_function_name)
+    name = services.settings.deliver_function_name
+    if name:
+        deliver_function.client_for(services, name)
 
 
 async def notify_workers(services: Services) -> None:

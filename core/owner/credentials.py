@@ -33,7 +33,8 @@ _HASHERS: dict[PasswordHashCost, PasswordHasher] = {
     "standard": PasswordHasher.from_parameters(RFC_9106_LOW_MEMORY),
     "test_only": PasswordHasher(time_cost=1, memory_cost=8, parallelism=1),
 }
-# Checked against when the address is unknown, so an answer takes as long either way.
+# Checked against when the address is unknown, so an answer takes as long either way. Not
+# on Services: a memo of one hash per cost, with nothing to close and nothing per process.
 _STAND_IN: dict[PasswordHashCost, str] = {}
 
 

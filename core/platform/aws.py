@@ -27,6 +27,8 @@ SES = Bounds(connect=5, read=10, attempts=1)
 # What boto3 reads from the environment when it builds a client: a client is kept for as
 # long as these stay as they were (a test that sets them gets a client of its own).
 _ENVIRONMENT = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL")
+# Not on Services: its users (the S3 store in worker threads, the SES send) hold settings,
+# not the services, and a client is keyed by the environment boto3 reads.
 _clients: dict[tuple[object, ...], Any] = {}
 _lock = threading.Lock()
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.platform.aws import Bounds, aws_client
 from core.platform.logs import log
+from core.platform.services import Registry, Services
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -88,16 +89,20 @@ class DeliverFunction:
             return False
 
 
-_functions: dict[tuple[str, str | None], DeliverFunction] = {}
+# The process's client of each function name and endpoint.
+_FUNCTIONS: Registry[dict[tuple[str, str | None], DeliverFunction]] = Registry(
+    "deliver functions", dict
+)
 
 
-def client_for(name: str) -> DeliverFunction:
+def client_for(services: Services, name: str) -> DeliverFunction:
     """The process's client for the function `name` at the endpoint the environment names,
     built on the first call (a handler builds it at import, so the cold start pays for
     boto3, not the first submit's bound)."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_LAMBDA") or os.environ.get("AWS_ENDPOINT_URL")
     key = (name, endpoint)
-    if key not in _functions:
+    functions = services.state(_FUNCTIONS)
+    if key not in functions:
         bounds = Bounds(connect=INVOKE_TIMEOUT_SECONDS, read=INVOKE_TIMEOUT_SECONDS, attempts=1)
-        _functions[key] = DeliverFunction(name, aws_client("lambda", bounds, endpoint_url=endpoint))
-    return _functions[key]
+        functions[key] = DeliverFunction(name, aws_client("lambda", bounds, endpoint_url=endpoint))
+    return functions[key]

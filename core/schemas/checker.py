@@ -201,6 +201,8 @@ class SchemaChecker:
             await child.process.wait()
 
 
+# Not on Services: a checker's children live as long as its event loop, like the HTTP
+# client's (`core.destinations.http`), and are ended where a loop ends.
 _checkers: dict[asyncio.AbstractEventLoop, SchemaChecker] = {}
 
 

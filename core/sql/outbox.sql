@@ -419,18 +419,14 @@ RETURNING d.id
 -- name: destination_failed
 -- Count a failed send against a healthy destination, or a failed probe of a failing one
 -- (failures of sends already in flight when it turned failing are not counted again). At
--- the threshold it is `failing`, and the next probe waits a window: 30 s, doubling with
--- each failed probe, at most 6 h. Returns nothing for an uncounted failure.
+-- the threshold it is `failing` (and `open_probe_window` opens its next window). Returns
+-- nothing for an uncounted failure.
 UPDATE destinations
    SET consecutive_failures = consecutive_failures + 1,
        health = CASE WHEN consecutive_failures + 1 >= %(threshold)s THEN 'failing'
-                     ELSE health END,
-       probe_after = CASE WHEN consecutive_failures + 1 >= %(threshold)s
-           THEN %(now)s + make_interval(secs =>
-                least(power(2, consecutive_failures + 1 - %(threshold)s) * %(base)s, %(cap)s))
-           ELSE probe_after END
+                     ELSE health END
  WHERE id = %(id)s AND (health = 'healthy' OR %(probe)s)
-RETURNING health, probe_after
+RETURNING health, probe_after, consecutive_failures
 
 -- name: promote_parked
 -- Make one parked delivery the next probe of a failing destination, due when the window ends.
@@ -471,13 +467,17 @@ UPDATE deliveries
    SET throttled = false, next_attempt_at = %(now)s, updated_at = %(now)s
  WHERE destination_id = %(id)s AND throttled AND status IN ('pending', 'failed')
 
--- name: take_probe
--- Let exactly one delivery probe a failing destination per window; returns the window's end.
+-- name: open_probe_window
+-- Open a failing destination's probe window (the one place of its length): 30 s at the
+-- threshold of failures in a row, doubling with each failure past it, at most 6 h. Without
+-- `reopen` only once the current window has ended, so exactly one delivery probes per
+-- window; with it (a failure was just counted) at once. Returns the window's end.
 UPDATE destinations
    SET probe_after = %(now)s + make_interval(secs =>
            least(power(2, greatest(consecutive_failures - %(threshold)s, 0)) * %(base)s,
                  %(cap)s))
- WHERE id = %(id)s AND health = 'failing' AND (probe_after IS NULL OR probe_after <= %(now)s)
+ WHERE id = %(id)s AND health = 'failing'
+   AND (%(reopen)s OR probe_after IS NULL OR probe_after <= %(now)s)
 RETURNING probe_after
 
 -- name: destination_probe_after

@@ -51,7 +51,7 @@ from core.platform.ids import new_id
 from core.platform.kept import Kept
 from core.platform.queries import execute, queries
 from core.platform.scope import OrgScope
-from core.platform.services import Services
+from core.platform.services import Registry, Services
 from core.platform.values import check_storable
 from core.schemas.checker import judged, schema_checker
 from core.schemas.versions import Version, checked_version
@@ -169,15 +169,15 @@ class Caller:
     ingest_key: str | None = None
 
 
-# Stream settings kept per database, at most KEPT_STREAMS each.
+# Stream settings kept by the process's services (tests have several), at most KEPT_STREAMS.
 KEPT_STREAMS = 1024
-_kept: Kept[_Stream] = Kept(KEPT_STREAMS)
+_KEPT: Registry[Kept[_Stream]] = Registry("kept streams", lambda: Kept(KEPT_STREAMS))
 
 
 def _kept_stream(services: Services, caller: Caller, stream_id: str) -> _Stream | None:
     """The stream's settings kept from an earlier ingest, for this caller: any ingest key
     (the insert confirms it), or an API key of the stream's organization."""
-    stream = _kept.get(services.db, stream_id)
+    stream = services.state(_KEPT).get(stream_id)
     if stream is None or (
         caller.scope is not None and caller.scope.organization_id != stream.organization_id
     ):
@@ -190,10 +190,10 @@ async def _fresh_stream(
 ) -> _Stream:
     """The stream's settings read now (they replace the kept ones, or drop them when the
     read refuses the caller); PlanLimitReached when the month's events are used up."""
-    _kept.forget(services.db, stream_id)
+    services.state(_KEPT).forget(stream_id)
     async with services.db.connection() as conn:
         stream = await _stream(conn, caller, stream_id, now)
-    _kept.keep(services.db, stream_id, dataclasses.replace(stream, kept=True))
+    services.state(_KEPT).keep(stream_id, dataclasses.replace(stream, kept=True))
     limit = stream.plan.monthly_events
     if limit is not None and stream.month_events >= limit:
         raise PlanLimitReached(f"the {stream.plan.name} plan allows {limit} events a month")

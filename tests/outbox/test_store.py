@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -301,3 +301,48 @@ async def test_deliver__storm_sends_one_probe_per_window(services: Services, con
     )
     assert await cur.fetchone() == {"n": 999}
     assert len(peer.requests) == first + 4
+
+
+async def test_deliver__probe_window_doubles_from_thirty_seconds_to_six_hours(
+    services: Services, conn: Conn
+) -> None:
+    now = utcnow()
+
+    async def window(pass_at: datetime) -> float:
+        cur = await conn.execute(
+            "SELECT probe_after FROM destinations WHERE id = %(id)s", {"id": dst}
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return round((row["probe_after"] - pass_at).total_seconds())
+
+    async def probe_due() -> datetime:
+        cur = await conn.execute(
+            "SELECT max(next_attempt_at) AS due FROM deliveries"
+            " WHERE status = 'failed' AND NOT throttled"
+        )
+        due: datetime = (await cur.fetchone() or {})["due"]
+        return due
+
+    with receiver(status(500)) as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=5, url=peer.url, due=now)
+        worker = Deliverer(services, options=FAST)
+        await worker.run_pass(now=now, budget=10)
+        # The fifth failure in a row turns it failing: the first window is 30 s.
+        windows = [await window(now)]
+        # Each failed probe opens the next window, twice as long.
+        for _ in range(2):
+            due = await probe_due()
+            stats = await worker.run_pass(now=due, budget=10)
+            assert stats.get("probes") == 1
+            windows.append(await window(due))
+        # However many probes failed, a window lasts 6 h at most.
+        await conn.execute(
+            "UPDATE destinations SET consecutive_failures = 40 WHERE id = %(id)s", {"id": dst}
+        )
+        due = await probe_due()
+        await worker.run_pass(now=due, budget=10)
+        windows.append(await window(due))
+    assert windows == [30, 60, 120, 6 * 3600]

@@ -9,7 +9,6 @@ from core.outbox.backoff import (
     MAX_DELAY,
     backoff_delay,
     next_attempt_at,
-    probe_window,
     retry_delay,
 )
 
@@ -52,8 +51,3 @@ def test_retry_delay__retry_after_lengthens_never_shortens_capped() -> None:
 def test_next_attempt_at() -> None:
     due = next_attempt_at(NOW, 2, None, rng=random.Random(3))
     assert NOW + timedelta(seconds=96) <= due <= NOW + timedelta(seconds=144)
-
-
-def test_probe_window__grows_from_thirty_seconds() -> None:
-    assert [probe_window(n) for n in (5, 6, 7)] == [30, 60, 120]
-    assert probe_window(40) == MAX_DELAY
