@@ -1,1 +1,1 @@
-"""The scheduled passes: their registry and runner, digests, retention and housekeeping."""
+"""The scheduled passes: their registry and runners, digests, retention and its passes."""

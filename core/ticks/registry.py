@@ -3,7 +3,8 @@
 Each tick is a `core` function taking the services, `now` and a time budget; its handler,
 `postbag worker` (and the local runner) and `postbag tick NAME` all run it through
 `run_pass`, except the worker's deliver pass, which it can stop, and which records the same
-heartbeat through `record_heartbeat`.
+heartbeat through `record_heartbeat`. The retention tick runs the maintenance passes listed
+in `core/ticks/retention.py` (`PASSES`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from core.platform.logs import log
 from core.platform.queries import queries
 from core.platform.services import Services
 from core.platform.vocabulary import TickName
+from core.ticks import retention
 from core.ticks.digests import digest_pass
-from core.ticks.retention import retention_pass
 
 TickRun = Callable[[Services, datetime, float], Awaitable[Mapping[str, Any]]]
 
@@ -44,7 +45,7 @@ TICKS: Mapping[str, Tick] = MappingProxyType(
         for tick in (
             Tick("deliver", 15.0, deliver_pass),
             Tick("digest", 60.0, digest_pass),
-            Tick("retention", 60.0, retention_pass),
+            Tick("retention", retention.EVERY.total_seconds(), retention.retention_pass),
         )
     }
 )

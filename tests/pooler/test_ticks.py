@@ -14,8 +14,8 @@ from core.ticks.registry import TICKS, record_heartbeat
 from core.ticks.retention import RetentionOptions, run_retention
 from tests.support.builders import setup_form
 from tests.support.records import rows
+from tests.ticks.passes.test_expiry import _expired_rows
 from tests.ticks.test_digests import DAY1, _digest_route, _submit
-from tests.ticks.test_retention import _expired_rows
 
 
 async def test_retention__two_passes_through_the_pooler_erase_each_row_once(

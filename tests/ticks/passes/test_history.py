@@ -1,6 +1,6 @@
-"""The retention tick bounds storage: spam expires on every plan, events and delivery
-attempts are pruned after the history period, acknowledgement counts after their day,
-heartbeats of workers long gone, inferred schema versions stop at the plan's."""
+"""The history pass deletes events and delivery attempts after the history period, a batch
+per statement (handled notices too: tests/ticks/passes/test_notices.py); through the
+retention function, spam expires on every plan."""
 
 from __future__ import annotations
 
@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from core.owner.members import RESET_WINDOW
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from core.ticks.retention import HEARTBEAT_DAYS, HISTORY_DAYS, RetentionOptions, run_retention
+from core.ticks.maintenance import RetentionOptions
+from core.ticks.passes.history import HISTORY_DAYS
+from core.ticks.retention import run_retention
 from tests.support.builders import (
-    add_schema,
     make_delivery,
     make_form,
     make_route_to,
-    make_submission,
     make_tenant,
     setup_form,
 )
-from tests.support.dashboard import csrf_of, dashboard_client
 from tests.support.lambdas import FakeContext, invoke, load_event
 from tests.support.records import rows
 from tests.support.settings import TEST_SECRET_KEY
@@ -110,73 +108,3 @@ async def test_retention__prunes_in_batches(services: Services, conn: Conn) -> N
     )
     assert stats["events_pruned"] == 12
     assert await rows(conn, "SELECT id FROM events WHERE created_at = %(at)s", at=old) == []
-
-
-async def test_retention__forgets_acknowledgement_counts_of_past_days(
-    services: Services, conn: Conn
-) -> None:
-    """Only today's count caps acknowledgements: an address that never comes back leaves no
-    row behind once its day is over."""
-    now = utcnow()
-    for recipient, day in ((b"past", now - timedelta(days=1)), (b"today", now)):
-        await conn.execute(
-            "INSERT INTO acknowledgement_counts (recipient_hash, day, sent)"
-            " VALUES (%(r)s, (%(at)s AT TIME ZONE 'UTC')::date, 5)",
-            {"r": recipient, "at": day},
-        )
-    stats = await run_retention(services, now=now, budget=10)
-    assert stats["acknowledgement_counts_pruned"] == 1
-    kept = await rows(conn, "SELECT recipient_hash FROM acknowledgement_counts")
-    assert [bytes(row["recipient_hash"]) for row in kept] == [b"today"]
-
-
-async def test_retention__forgets_reset_counts_whose_window_ended(
-    services: Services, conn: Conn
-) -> None:
-    """A reset asked for any address counts (a stranger's too): the row goes once its
-    window is over, the next request would start a new one."""
-    async with dashboard_client(services) as client:
-        page = await client.get("/app/forgot")
-        await client.post("/app/forgot", data={"csrf": csrf_of(page.text), "email": "x@a.test"})
-    later = utcnow() + RESET_WINDOW
-    await conn.execute(
-        "INSERT INTO reset_counts (recipient_hash, window_start, sent) VALUES ('\\x01', %(at)s, 1)",
-        {"at": later},
-    )
-    stats = await run_retention(services, now=later + timedelta(seconds=1), budget=10)
-    assert stats["reset_counts_pruned"] == 1
-    kept = await rows(conn, "SELECT recipient_hash FROM reset_counts")
-    assert [bytes(row["recipient_hash"]) for row in kept] == [b"\x01"]
-
-
-async def test_retention__forgets_heartbeats_of_workers_long_gone(
-    services: Services, conn: Conn
-) -> None:
-    now = utcnow()
-    for worker, days in (("worker@gone:1", HEARTBEAT_DAYS + 1), ("worker@here:2", 0)):
-        await conn.execute(
-            "INSERT INTO worker_heartbeats (worker_id, tick, last_beat_at)"
-            " VALUES (%(w)s, 'deliver', %(at)s)",
-            {"w": worker, "at": now - timedelta(days=days)},
-        )
-    stats = await run_retention(services, now=now, budget=10)
-    assert stats["heartbeats_pruned"] == 1
-    kept = await rows(
-        conn, "SELECT worker_id FROM worker_heartbeats WHERE worker_id LIKE 'worker@%%'"
-    )
-    assert kept == [{"worker_id": "worker@here:2"}]
-
-
-async def test_inference__stops_at_the_plans_schema_versions(
-    services: Services, conn: Conn
-) -> None:
-    tenant = await make_tenant(conn, plan="free")
-    form = await make_form(conn, tenant, schema_mode="observe")
-    for _ in range(20):
-        await add_schema(conn, tenant, form, {"type": "object"})
-    later = utcnow() + timedelta(minutes=1)
-    await make_submission(conn, tenant, form, {"email": "a@example.com"}, received_at=later)
-    stats = await run_retention(services, now=later, budget=10)
-    assert stats["schemas_inferred"] == 0
-    [latest] = await rows(conn, "SELECT max(version) AS v FROM form_schemas")
-    assert latest["v"] == 20

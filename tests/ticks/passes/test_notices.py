@@ -1,6 +1,6 @@
 """The owner's notice emails (core/owner/notifications.py): gathered and folded by the
-retention tick, sent by the outbox through a real SMTP peer; at most one per kind per hour,
-the rest in one digest when the hour ends; none without an address."""
+notices pass of the retention tick, sent by the outbox through a real SMTP peer; at most
+one per kind per hour, the rest in one digest when the hour ends; none without an address."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from core.owner.notifications import send_due
 from core.platform.clock import month_of, utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from core.ticks.retention import HISTORY_DAYS, run_retention
+from core.ticks.passes.history import HISTORY_DAYS
+from core.ticks.retention import run_retention
 from tests.support.api import api_client, assert_problem, error_fields
 from tests.support.builders import Tenant, add_attempt, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status

@@ -1,4 +1,4 @@
-"""The retention tick forgets dashboard sessions idle past their limit, and only those."""
+"""The session sweep forgets dashboard sessions idle past their limit, and only those."""
 
 from __future__ import annotations
 
