@@ -12,10 +12,12 @@ at all (a client answered `503` may retry: nothing was made).
 from __future__ import annotations
 
 import contextlib
+import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
+from core import __version__
 from core.owner import audit
 from core.owner.roles import Actor
 from core.platform.db import Conn, Database
@@ -57,6 +59,17 @@ class Acting:
         """Append `action` on `subject` within the caller's transaction (a change that is
         not a route's: a member joining by invitation, a password reset)."""
         await audit.record(conn, self.scope, self.entry(action, subject))
+
+
+def operator(scope: OrgScope) -> Acting:
+    """The operator at the `postbag` command line (on the database, with no key), acting as
+    an owner: the operating system's user names them."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container's user without a passwd entry)
+        user = "operator"
+    origin = Origin("cli", None, f"postbag/{__version__}")
+    return Acting(scope, Actor("operator", "cli", user, "owner"), origin)
 
 
 class Change:
