@@ -1,10 +1,11 @@
 """A change's unit of work: one transaction holds the change and its audit row, and what
 must follow the commit (waking the deliverers) runs only once it has committed.
 
-Every change an owner or a visitor makes through `/v1`, the dashboard or `/mcp` runs in a
-`Change`: `async with change as conn:` opens the organization's scoped transaction; when
-the block ends without an error the audit row is appended in that same transaction, which
-then commits, and the after-commit calls run. An error anywhere, the audit append's
+Every change an owner or a visitor makes through `/v1`, the dashboard or `/mcp` (or the
+operator through the CLI) is a use case that runs in a `Change`: `async with change as
+conn:` opens the organization's scoped transaction; when the block ends without an error
+the audit row is appended in that same transaction, which then commits, and the
+after-commit calls run. An error anywhere, the audit append's
 included, rolls back the change too: the change and its audit row commit together or not
 at all (a client answered `503` may retry: nothing was made).
 """
