@@ -12,9 +12,8 @@ import uvloop
 
 from core.destinations.http import close_shared_client
 from core.destinations.registry import DESTINATION_TYPES
-from core.owner.audit import by_operator, record
 from core.owner.members import add_first_owner
-from core.owner.organizations import create_api_key, create_organization, set_plan
+from core.owner.organizations import change_plan, create_api_key, create_organization
 from core.owner.plans import PLAN_NAMES, default_plan
 from core.platform.clock import utcnow
 from core.platform.db import connect
@@ -59,14 +58,10 @@ async def _create_org(
         await conn.close()
 
 
-async def _set_plan(url: str, organization_id: str, plan: str) -> None:
-    conn = await connect(url)
-    try:
-        async with conn.transaction():
-            await set_plan(conn, organization_id=organization_id, plan=plan)
-            await record(conn, OrgScope(organization_id), by_operator("plan.changed", plan))
-    finally:
-        await conn.close()
+async def _set_plan(settings: Settings, organization_id: str, plan: str) -> None:
+    await keys.as_operator(
+        settings, organization_id, "plan.changed", lambda change: change_plan(change, plan)
+    )
 
 
 async def _dev(settings: Settings, notes: list[str], host: str, port: int, *, ticks: bool) -> None:
@@ -187,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 elif args.owner_email is not None:
                     print(f"owner {args.owner_email}: sign in with their password")
         elif args.command == "set-plan":
-            asyncio.run(_set_plan(url, args.organization_id, args.plan))
+            asyncio.run(_set_plan(settings, args.organization_id, args.plan))
             print(f"{args.organization_id} is now on {args.plan}")
         elif args.command == "dev":
             # The runner serves on uvloop (and httptools, see `local.runner.serve`).

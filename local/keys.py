@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from core.owner.audit import by_operator, record
-from core.owner.organizations import create_api_key, list_organizations, organization_scope
+from core.owner import organizations
+from core.owner.changes import Change, operator
+from core.owner.organizations import list_organizations, organization_scope
 from core.owner.roles import ROLES
-from core.platform.db import connect
+from core.platform.db import Database, connect
 from core.platform.settings import Settings
 from core.platform.vocabulary import Role
+
+T = TypeVar("T")
 
 
 async def _organizations(url: str) -> list[dict[str, Any]]:
@@ -23,16 +27,27 @@ async def _organizations(url: str) -> list[dict[str, Any]]:
         await conn.close()
 
 
-async def _create_key(url: str, organization_id: str, name: str, role: Role) -> str:
-    conn = await connect(url)
+async def as_operator(
+    settings: Settings, organization_id: str, action: str, make: Callable[[Change], Awaitable[T]]
+) -> T:
+    """Make a change as the operator in an existing organization (an unknown one is
+    NotFound), through the same use case as `/v1`: its audit row commits with it."""
+    db = Database(
+        settings.require_database_url(), max_size=1, transaction_pooler=settings.transaction_pooler
+    )
     try:
-        async with conn.transaction():
+        async with db.transaction() as conn:
             scope = await organization_scope(conn, organization_id)
-            key = await create_api_key(conn, scope, name=name, role=role)
-            await record(conn, scope, by_operator("key.created", key.id))
-            return key.secret
+        return await make(Change(db, operator(scope), action))
     finally:
-        await conn.close()
+        await db.close()
+
+
+async def _create_key(settings: Settings, organization_id: str, name: str, role: Role) -> str:
+    async def make(change: Change) -> str:
+        return (await organizations.create_key(change, name=name, role=role)).secret
+
+    return await as_operator(settings, organization_id, "key.created", make)
 
 
 def orgs(args: argparse.Namespace, settings: Settings) -> int:
@@ -47,8 +62,7 @@ def orgs(args: argparse.Namespace, settings: Settings) -> int:
 
 def create_key(args: argparse.Namespace, settings: Settings) -> int:
     """Make a new API key for an existing organization and print it once."""
-    url = settings.require_database_url()
-    key = asyncio.run(_create_key(url, args.organization_id, args.name, args.role))
+    key = asyncio.run(_create_key(settings, args.organization_id, args.name, args.role))
     if args.json:
         print(json.dumps({"organization_id": args.organization_id, "api_key": key}))
     else:

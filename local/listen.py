@@ -136,7 +136,7 @@ async def _listening_destination(url: str, form_id: str, target: str) -> Listeni
             if same:
                 destination_id, created = same[0]["id"], False
             else:
-                made = await destinations.create_destination(
+                made = await destinations.add_destination(
                     conn,
                     scope,
                     fields=destinations.DestinationFields.model_validate(
@@ -148,7 +148,7 @@ async def _listening_destination(url: str, form_id: str, target: str) -> Listeni
             linked = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=500)
             created_route = None
             if not any(r["destination_id"] == destination_id for r in linked):
-                route = await routes.create_route(
+                route = await routes.add_route(
                     conn,
                     scope,
                     form_id=form_id,
@@ -170,11 +170,11 @@ async def _remove_what_was_made(url: str, made: Listening) -> None:
         async with conn.transaction():
             await enter_scope(conn, scope)
             if made.created:
-                await destinations.delete_destination(
+                await destinations.remove_destination(
                     conn, scope, destination_id=made.destination_id
                 )
             elif made.created_route:
-                await routes.delete_route(conn, scope, route_id=made.created_route)
+                await routes.remove_route(conn, scope, route_id=made.created_route)
     finally:
         await conn.close()
 

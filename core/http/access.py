@@ -5,9 +5,10 @@ Every `/v1` route and dashboard page names its `Rule` in its decorator
 change or a read of visitors' data, the audit action it records. The rule's dependency
 checks the actor's role (`core.owner.roles.require`, the one check). A change records its
 action in its own transaction: the route takes a `ChangeDep` (`core.owner.changes.Change`)
-and makes the change inside it, so the change and its audit row commit together or not at
-all. An action that changes nothing stored (a read of values, a test send) is recorded by
-`AuditedRoute` once the route has answered with success, before the answer is sent.
+and hands it to the change's use case, which makes the change inside it, so the change and
+its audit row commit together or not at all. An action that changes nothing stored (a read
+of values, a test send) is recorded by `AuditedRoute` once the route has answered with
+success, before the answer is sent.
 `check_rules` refuses to build an app with a route that declares no rule, or a change that
 takes no `ChangeDep`.
 """

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from core.outbox.wakeup import wake_deliveries
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import (
     DeliveryInProgress,
@@ -17,6 +20,7 @@ from core.platform.errors import (
 )
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.services import Services
 from core.platform.vocabulary import DeliveryStatus
 
 RETRYABLE_STATUSES: frozenset[DeliveryStatus] = frozenset({"failed", "dead", "skipped"})
@@ -80,7 +84,7 @@ async def get_delivery(conn: Conn, scope: OrgScope, delivery_id: str) -> dict[st
 
 
 @scoped
-async def retry_delivery(
+async def requeue_delivery(
     conn: Conn, scope: OrgScope, delivery_id: str, *, now: datetime
 ) -> dict[str, Any]:
     """Queue a failed, dead or skipped delivery again now: same id, receipt and template,
@@ -112,3 +116,23 @@ async def retry_delivery(
         raise DeliveryNotRetryable(f"{delivery_id} is {row['status']}; nothing to retry")
     await conn.execute(queries["requeue_delivery"], {**params, "now": now})
     return await get_delivery(conn, scope, delivery_id)
+
+
+async def retry_delivery(
+    change: Change,
+    services: Services,
+    delivery_id: str,
+    *,
+    now: datetime,
+    submission_id: str | None = None,
+) -> dict[str, Any]:
+    """Retry a delivery by hand (`requeue_delivery`) as the change, one of `submission_id`'s
+    when given (another is NotFound); the deliverers wake once it has committed."""
+    async with change as conn:
+        if submission_id is not None:
+            found = await get_delivery(conn, change.scope, delivery_id)
+            if found["submission"] != submission_id:
+                raise NotFound(f"no delivery {delivery_id}")
+        retried = await requeue_delivery(conn, change.scope, delivery_id, now=now)
+        change.after_commit(partial(wake_deliveries, services))
+    return retried

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.outbox.wakeup import wake_deliveries
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, NotFound
 from core.platform.ids import id_pattern, new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.services import Services
 
 # The most deliveries one replay queues: a wider filter is refused (narrow `since`/`until`).
 MAX_REPLAY = 10_000
@@ -99,7 +103,7 @@ async def count_replay(
 
 
 @scoped
-async def start_replay(
+async def queue_replay(
     conn: Conn, scope: OrgScope, replay: ReplayFilter, *, now: datetime
 ) -> dict[str, Any]:
     """Queue the matched deliveries again and record the replay; answer it (the caller wakes
@@ -128,6 +132,19 @@ async def start_replay(
         {**params, "replay_id": replay_id, "ids": ids, "per_second": replay.per_second},
     )
     return await get_replay(conn, scope, replay_id)
+
+
+async def start_replay(
+    change: Change, services: Services, replay: ReplayFilter, *, now: datetime
+) -> dict[str, Any]:
+    """Start a replay (`queue_replay`) as the change; the deliverers wake once it has
+    committed, when it queued any."""
+    async with change as conn:
+        started = await queue_replay(conn, change.scope, replay, now=now)
+        change.subject = started["id"]
+        if started["total"]:
+            change.after_commit(partial(wake_deliveries, services))
+    return started
 
 
 @scoped

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.ids import new_id
@@ -95,3 +96,9 @@ async def acknowledge(
     if row is None:
         raise NotFound(f"no alert {alert_id}")
     return _public(row)
+
+
+async def acknowledge_alert(change: Change, alert_id: str, *, now: datetime) -> dict[str, Any]:
+    """Acknowledge an alert (`acknowledge`) as the change."""
+    async with change as conn:
+        return await acknowledge(conn, change.scope, alert_id, now=now)

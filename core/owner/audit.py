@@ -14,7 +14,6 @@ audit verify` (docs/teams.md).
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 from collections.abc import Mapping
@@ -22,7 +21,6 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core import __version__
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.queries import queries
@@ -84,25 +82,6 @@ def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     ]
     canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
-
-
-def by_operator(action: str, subject: str | None) -> AuditEntry:
-    """An entry for what the operator did with the `postbag` command line (on the database,
-    with no key): the operating system's user names the actor."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login name (a container's user without a passwd entry)
-        user = "operator"
-    return AuditEntry(
-        actor_kind="operator",
-        actor_id="cli",
-        actor_name=user,
-        action=action,
-        subject=subject,
-        via="cli",
-        ip=None,
-        user_agent=f"postbag/{__version__}",
-    )
 
 
 @scoped

@@ -1,10 +1,11 @@
 """A change's unit of work: one transaction holds the change and its audit row, and what
 must follow the commit (waking the deliverers) runs only once it has committed.
 
-Every change an owner or a visitor makes through `/v1`, the dashboard or `/mcp` runs in a
-`Change`: `async with change as conn:` opens the organization's scoped transaction; when
-the block ends without an error the audit row is appended in that same transaction, which
-then commits, and the after-commit calls run. An error anywhere, the audit append's
+Every change an owner or a visitor makes through `/v1`, the dashboard or `/mcp` (or the
+operator through the CLI) is a use case that runs in a `Change`: `async with change as
+conn:` opens the organization's scoped transaction; when the block ends without an error
+the audit row is appended in that same transaction, which then commits, and the
+after-commit calls run. An error anywhere, the audit append's
 included, rolls back the change too: the change and its audit row commit together or not
 at all (a client answered `503` may retry: nothing was made).
 """
@@ -12,10 +13,12 @@ at all (a client answered `503` may retry: nothing was made).
 from __future__ import annotations
 
 import contextlib
+import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
+from core import __version__
 from core.owner import audit
 from core.owner.roles import Actor
 from core.platform.db import Conn, Database
@@ -57,6 +60,17 @@ class Acting:
         """Append `action` on `subject` within the caller's transaction (a change that is
         not a route's: a member joining by invitation, a password reset)."""
         await audit.record(conn, self.scope, self.entry(action, subject))
+
+
+def operator(scope: OrgScope) -> Acting:
+    """The operator at the `postbag` command line (on the database, with no key), acting as
+    an owner: the operating system's user names them."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container's user without a passwd entry)
+        user = "operator"
+    origin = Origin("cli", None, f"postbag/{__version__}")
+    return Acting(scope, Actor("operator", "cli", user, "owner"), origin)
 
 
 class Change:

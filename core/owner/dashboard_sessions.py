@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.owner.changes import Change
 from core.owner.credentials import new_token, token_hash
 from core.owner.roles import Actor
 from core.platform.db import Conn
@@ -124,6 +125,12 @@ async def end_member_session(conn: Conn, member_id: str, session: str) -> None:
     )
     if await cur.fetchone() is None:
         raise NotFound(f"no session {session}")
+
+
+async def end_session(change: Change, session_id: str) -> None:
+    """End one of the acting member's sessions (across their organizations)."""
+    async with change.member_wide() as conn:
+        await end_member_session(conn, change.acting.actor.id, session_id)
 
 
 async def close_session(conn: Conn, session_id: str) -> None:

@@ -7,6 +7,7 @@ to the config as it is then (docs/delivery.md#where-an-attempt-goes).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from pydantic.json_schema import SkipJsonSchema
 from core.destinations.base import Adapter, ValidationContext
 from core.destinations.rates import MAX_RATE, MIN_RATE, RECOVER, TYPE_RATES
 from core.destinations.registry import ADAPTERS
+from core.owner.changes import Change
 from core.owner.usage import reserve
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -239,7 +241,7 @@ async def get_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -
 
 
 @scoped
-async def create_destination(
+async def add_destination(
     conn: Conn, scope: OrgScope, *, fields: DestinationFields, ctx: ValidationContext
 ) -> CreatedDestination:
     """Create a destination within the plan's count, with secret version 1 when it has one."""
@@ -299,7 +301,7 @@ async def list_destinations(
 
 
 @scoped
-async def update_destination(
+async def patch_destination(
     conn: Conn,
     scope: OrgScope,
     *,
@@ -357,7 +359,7 @@ async def update_destination(
 
 
 @scoped
-async def delete_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
+async def remove_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
     """Remove a destination softly, with the routes to it; queued deliveries end `skipped`."""
     params = {"id": destination_id, "organization_id": scope.organization_id}
     routed = {"destination_id": destination_id, "organization_id": scope.organization_id}
@@ -366,6 +368,44 @@ async def delete_destination(conn: Conn, scope: OrgScope, *, destination_id: str
     if await (await conn.execute(queries["delete_destination"], params)).fetchone() is None:
         raise NotFound(f"no destination {destination_id}")
     await conn.execute(queries["delete_destination_routes"], routed)
+
+
+async def create_destination(
+    change: Change, *, fields: DestinationFields, ctx: ValidationContext
+) -> CreatedDestination:
+    """Create a destination (`add_destination`) as the change."""
+    async with change as conn:
+        created = await add_destination(conn, change.scope, fields=fields, ctx=ctx)
+        change.subject = created.destination["id"]
+    return created
+
+
+async def update_destination(
+    change: Change,
+    *,
+    destination_id: str,
+    patch: DestinationPatch,
+    ctx: ValidationContext,
+    wake: Callable[[], Awaitable[None]],
+) -> dict[str, Any]:
+    """Change a destination (`patch_destination`) as the change, recorded as
+    `destination.secret_rotated` when it sets a new secret; a resume calls `wake` (the
+    deliverers) once committed."""
+    if patch.rotates_secret():
+        change.action = "destination.secret_rotated"
+    async with change as conn:
+        row = await patch_destination(
+            conn, change.scope, destination_id=destination_id, patch=patch, ctx=ctx
+        )
+        if row["resumed"] is not None:
+            change.after_commit(wake)
+    return row
+
+
+async def delete_destination(change: Change, *, destination_id: str) -> None:
+    """Delete a destination and the routes to it (`remove_destination`) as the change."""
+    async with change as conn:
+        await remove_destination(conn, change.scope, destination_id=destination_id)
 
 
 @scoped

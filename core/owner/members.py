@@ -128,7 +128,7 @@ async def _locked_role(conn: Conn, scope: OrgScope, member_id: str) -> tuple[Rol
 
 
 @scoped
-async def change_role(conn: Conn, scope: OrgScope, *, member_id: str, role: Role) -> None:
+async def set_role(conn: Conn, scope: OrgScope, *, member_id: str, role: Role) -> None:
     """Give a member another role; the last owner keeps theirs (LastOwner)."""
     current, owners = await _locked_role(conn, scope, member_id)
     if current == "owner" and role != "owner" and owners == [member_id]:
@@ -140,7 +140,7 @@ async def change_role(conn: Conn, scope: OrgScope, *, member_id: str, role: Role
 
 
 @scoped
-async def remove_member(conn: Conn, scope: OrgScope, *, member_id: str) -> None:
+async def delete_membership(conn: Conn, scope: OrgScope, *, member_id: str) -> None:
     """Remove a member from the organization; their sessions in it end at once. The last
     owner cannot leave (LastOwner)."""
     current, owners = await _locked_role(conn, scope, member_id)
@@ -150,6 +150,18 @@ async def remove_member(conn: Conn, scope: OrgScope, *, member_id: str) -> None:
         queries["delete_membership"],
         {"organization_id": scope.organization_id, "member_id": member_id},
     )
+
+
+async def change_role(change: Change, *, member_id: str, role: Role) -> None:
+    """Give a member another role (the last owner keeps theirs)."""
+    async with change as conn:
+        await set_role(conn, change.scope, member_id=member_id, role=role)
+
+
+async def remove_member(change: Change, *, member_id: str) -> None:
+    """Remove a member from the organization (the last owner cannot leave)."""
+    async with change as conn:
+        await delete_membership(conn, change.scope, member_id=member_id)
 
 
 # --- invitations --------------------------------------------------------------------------
@@ -234,9 +246,7 @@ async def list_invitations(
 
 
 @scoped
-async def withdraw_invitation(
-    conn: Conn, scope: OrgScope, *, invitation_id: str, now: datetime
-) -> None:
+async def end_invitation(conn: Conn, scope: OrgScope, *, invitation_id: str, now: datetime) -> None:
     """Withdraw a pending invitation: its link stops working. NotFound when there is no
     pending invitation of that id in the organization."""
     found = await _one(
@@ -246,6 +256,12 @@ async def withdraw_invitation(
     )
     if found is None:
         raise NotFound(f"no pending invitation {invitation_id}")
+
+
+async def withdraw_invitation(change: Change, *, invitation_id: str) -> None:
+    """Withdraw a pending invitation: its link stops working at once."""
+    async with change as conn:
+        await end_invitation(conn, change.scope, invitation_id=invitation_id, now=utcnow())
 
 
 def invitation_email(
@@ -666,6 +682,13 @@ async def confirm_totp(conn: Conn, member_id: str, code: str, *, now: datetime) 
     return codes
 
 
+async def turn_on_two_factor(change: Change, code: str) -> list[str]:
+    """Turn TOTP on for the acting member (`confirm_totp`); the recovery codes."""
+    member_id = change.subject = change.acting.actor.id
+    async with change.member_wide() as conn:
+        return await confirm_totp(conn, member_id, code, now=utcnow())
+
+
 async def turn_off_totp(
     conn: Conn, member_id: str, *, password: str, cost: PasswordHashCost
 ) -> None:
@@ -675,3 +698,10 @@ async def turn_off_totp(
     if not await password_matches(member["password_hash"], password, cost):
         raise Unauthenticated("that password is not right")
     await conn.execute(queries["clear_totp"], {"id": member_id})
+
+
+async def turn_off_two_factor(change: Change, *, password: str, cost: PasswordHashCost) -> None:
+    """Turn TOTP off for the acting member, once their password is right."""
+    member_id = change.subject = change.acting.actor.id
+    async with change.member_wide() as conn:
+        await turn_off_totp(conn, member_id, password=password, cost=cost)

@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
 from core.destinations.text import NOTICE_EVENT, quoted
+from core.owner.changes import Change
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn, Database
@@ -77,6 +78,12 @@ async def set_notify(conn: Conn, scope: OrgScope, *, settings: NotifySettings) -
     row = await cur.fetchone()
     assert row is not None
     return list(row["notify"])
+
+
+async def update_organization(change: Change, *, settings: NotifySettings) -> list[str]:
+    """Replace the organization's notification addresses (`set_notify`) as the change."""
+    async with change as conn:
+        return await set_notify(conn, change.scope, settings=settings)
 
 
 async def gather(conn: Conn, *, now: datetime) -> int:

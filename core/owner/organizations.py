@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core.owner.changes import Change
 from core.owner.plans import PLAN_NAMES
 from core.owner.roles import Actor, require_rank
 from core.owner.usage import reserve
@@ -64,6 +65,14 @@ async def set_plan(conn: Conn, *, organization_id: str, plan: str) -> None:
     cur = await conn.execute(queries["set_plan"], {"id": organization_id, "plan": plan})
     if await cur.fetchone() is None:
         raise NotFound(f"no organization {organization_id}")
+
+
+async def change_plan(change: Change, plan: str) -> None:
+    """Move the change's organization to `plan` (the operator's `postbag set-plan`); the
+    audit row names the plan."""
+    async with change as conn:
+        await set_plan(conn, organization_id=change.scope.organization_id, plan=plan)
+        change.subject = plan
 
 
 async def list_organizations(conn: Conn) -> list[dict[str, Any]]:
@@ -133,6 +142,14 @@ async def create_api_key(
     )
 
 
+async def create_key(change: Change, *, name: str, role: Role) -> NewKey:
+    """Make a key with `role` as the change's actor (not above its own role)."""
+    async with change as conn:
+        key = await create_api_key(conn, change.scope, name=name, role=role, by=change.acting.actor)
+        change.subject = key.id
+    return key
+
+
 async def authenticate_key(conn: Conn, key: str | None) -> tuple[OrgScope, Actor]:
     """The scope of a live API key and the key as an actor (its id, name and role); any
     other key, or none, is Unauthenticated."""
@@ -180,3 +197,9 @@ async def revoke_api_key(
     )
     if await cur.fetchone() is None:
         raise NotFound(f"no key {key_id}")
+
+
+async def revoke_key(change: Change, key_id: str) -> None:
+    """Revoke a key as the change's actor (not one above its own role)."""
+    async with change as conn:
+        await revoke_api_key(conn, change.scope, key_id=key_id, by=change.acting.actor)

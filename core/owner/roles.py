@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from core.platform.errors import Forbidden
-from core.platform.vocabulary import ActorKind, Role
+from core.platform.vocabulary import AuditActorKind, Role
 
 # Most powerful first: a role may do whatever a role after it may.
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -45,9 +45,10 @@ LEAST_ROLE: dict[Permission, Role] = {
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who a request acts for: a member or an API key, with its role in the organization."""
+    """Who a request acts for: a member or an API key (or the operator at the command line),
+    with its role in the organization."""
 
-    kind: ActorKind
+    kind: AuditActorKind
     id: str
     name: str
     role: Role

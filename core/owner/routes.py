@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from core.destinations.registry import ADAPTERS
 from core.destinations.templates import template_errors
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists, invalid_input
 from core.platform.ids import new_id
@@ -101,7 +102,7 @@ def _columns(route: _RouteSettings) -> dict[str, Any]:
 
 
 @scoped
-async def create_route(
+async def add_route(
     conn: Conn, scope: OrgScope, *, form_id: str, fields: RouteFields
 ) -> dict[str, Any]:
     """Route a live form to a live destination; one live route per pair."""
@@ -157,7 +158,7 @@ async def list_routes(
 
 
 @scoped
-async def update_route(
+async def patch_route(
     conn: Conn, scope: OrgScope, *, route_id: str, patch: RoutePatch
 ) -> dict[str, Any]:
     """Change what `patch` sets; the result must satisfy every rule of a new route."""
@@ -180,9 +181,29 @@ async def update_route(
 
 
 @scoped
-async def delete_route(conn: Conn, scope: OrgScope, *, route_id: str) -> None:
+async def remove_route(conn: Conn, scope: OrgScope, *, route_id: str) -> None:
     """Remove a route softly; deliveries already queued through it are kept."""
     params = {"id": route_id, "organization_id": scope.organization_id}
     await conn.execute(queries["lock_route_form"], params)
     if await (await conn.execute(queries["delete_route"], params)).fetchone() is None:
         raise NotFound(f"no route {route_id}")
+
+
+async def create_route(change: Change, *, form_id: str, fields: RouteFields) -> dict[str, Any]:
+    """Route a form to a destination (`add_route`) as the change."""
+    async with change as conn:
+        row = await add_route(conn, change.scope, form_id=form_id, fields=fields)
+        change.subject = row["id"]
+    return row
+
+
+async def update_route(change: Change, *, route_id: str, patch: RoutePatch) -> dict[str, Any]:
+    """Change a route (`patch_route`) as the change."""
+    async with change as conn:
+        return await patch_route(conn, change.scope, route_id=route_id, patch=patch)
+
+
+async def delete_route(change: Change, *, route_id: str) -> None:
+    """Delete a route (`remove_route`) as the change."""
+    async with change as conn:
+        await remove_route(conn, change.scope, route_id=route_id)

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from core.intake.payload import form_snapshot, route_template
+from core.outbox.wakeup import wake_deliveries
+from core.owner.changes import Change
 from core.owner.plans import PLANS
 from core.platform.db import Conn
 from core.platform.errors import AlreadyReleased, NotFound, ValuesErased, ValuesExpired
 from core.platform.ids import new_id
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
+from core.platform.services import Services
 from core.platform.vocabulary import TrainingLabel
 from core.spam.model import train
 from core.submissions.records import readable
@@ -89,7 +93,7 @@ async def _teach(
 
 
 @scoped
-async def release_submission(
+async def set_accepted(
     conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, secret_key: bytes
 ) -> Review:
     """Release a quarantined or spam submission: `accepted`, one delivery per live route that
@@ -137,7 +141,7 @@ async def release_submission(
 
 
 @scoped
-async def mark_spam(
+async def set_spam(
     conn: Conn, scope: OrgScope, submission_id: str, *, now: datetime, secret_key: bytes
 ) -> Review:
     """Mark a submission as spam: its unsent deliveries end `skipped`. Marking a spam
@@ -161,3 +165,35 @@ async def mark_spam(
     assert done is not None
     await _teach(conn, scope, row, "spam", now=now, secret_key=secret_key)
     return Review(submission_id=row["id"], deliveries=int(done["skipped"]))
+
+
+async def release_submission(
+    change: Change, services: Services, submission_id: str, *, now: datetime
+) -> Review:
+    """Release a submission (`set_accepted`) as the change; the deliverers wake once it has
+    committed, when it planned any."""
+    async with change as conn:
+        review = await set_accepted(
+            conn,
+            change.scope,
+            submission_id,
+            now=now,
+            secret_key=services.settings.require_secret_key(),
+        )
+        if review.deliveries:
+            change.after_commit(partial(wake_deliveries, services))
+    return review
+
+
+async def mark_spam(
+    change: Change, services: Services, submission_id: str, *, now: datetime
+) -> Review:
+    """Mark a submission as spam (`set_spam`) as the change."""
+    async with change as conn:
+        return await set_spam(
+            conn,
+            change.scope,
+            submission_id,
+            now=now,
+            secret_key=services.settings.require_secret_key(),
+        )

@@ -26,6 +26,19 @@ async def test_create_key__gives_an_existing_organization_a_key_that_authenticat
     assert scope.organization_id == created["organization_id"]
     names = await (await conn.execute("SELECT name FROM api_keys ORDER BY created_at")).fetchall()
     assert [row["name"] for row in names] == ["default", "laptop"]
+    made = await (await conn.execute("SELECT id FROM api_keys WHERE name = 'laptop'")).fetchone()
+    recorded = await conn.execute(
+        "SELECT actor_kind, actor_id, action, subject, via FROM audit_log"
+    )
+    assert await recorded.fetchall() == [
+        {
+            "actor_kind": "operator",
+            "actor_id": "cli",
+            "action": "key.created",
+            "subject": made["id"] if made else None,
+            "via": "cli",
+        }
+    ]
     assert (await (await conn.execute("SELECT count(*) AS n FROM organizations")).fetchone()) == {
         "n": 1
     }

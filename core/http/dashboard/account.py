@@ -16,13 +16,9 @@ from core.http.dashboard.pages import (
 )
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
-from core.owner import members
+from core.owner import dashboard_sessions, members
 from core.owner.credentials import totp_uri
-from core.owner.dashboard_sessions import (
-    end_member_session,
-    member_sessions,
-    switch_organization,
-)
+from core.owner.dashboard_sessions import member_sessions, switch_organization
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, Unauthenticated
 
@@ -53,8 +49,7 @@ async def sessions_page(request: Request, services: ServicesDep, session: Sessio
 async def end_session(
     change: ChangeDep, session: SessionDep, _form: CheckedForm, session_id: str
 ) -> Response:
-    async with change.member_wide() as conn:
-        await end_member_session(conn, session.member_id, session_id[:40])
+    await dashboard_sessions.end_session(change, session_id[:40])
     return see_other("/app/sign-in" if session_id == session.id else "/app/sessions")
 
 
@@ -118,12 +113,8 @@ async def confirm(
     session: SessionDep,
     form: CheckedForm,
 ) -> Response:
-    change.subject = session.member_id
     try:
-        async with change.member_wide() as conn:
-            codes = await members.confirm_totp(
-                conn, session.member_id, _field(form, "code"), now=utcnow()
-            )
+        codes = await members.turn_on_two_factor(change, _field(form, "code"))
     except InvalidInput as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
     return await _two_factor_page(request, services, session, recovery_codes=codes)
@@ -137,15 +128,10 @@ async def turn_off(
     session: SessionDep,
     form: CheckedForm,
 ) -> Response:
-    change.subject = session.member_id
     try:
-        async with change.member_wide() as conn:
-            await members.turn_off_totp(
-                conn,
-                session.member_id,
-                password=_field(form, "password"),
-                cost=services.settings.password_hash_cost,
-            )
+        await members.turn_off_two_factor(
+            change, password=_field(form, "password"), cost=services.settings.password_hash_cost
+        )
     except Unauthenticated as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
     return see_other("/app/two-factor")

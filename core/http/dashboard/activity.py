@@ -34,8 +34,7 @@ async def alerts_list(request: Request, services: ServicesDep, session: SessionD
     "/alerts/{alert_id}/acknowledge", dependencies=[page_needs("operate", "alert.acknowledged")]
 )
 async def alert_ack(change: ChangeDep, _posted: CheckedForm, alert_id: str) -> Response:
-    async with change as conn:
-        await alerts.acknowledge(conn, change.scope, alert_id, now=utcnow())
+    await alerts.acknowledge_alert(change, alert_id, now=utcnow())
     return see_other("/app/alerts")
 
 

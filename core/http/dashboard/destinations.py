@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -137,11 +138,7 @@ async def destination_create(
         fields = destinations.DestinationFields.model_validate(data)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with change as conn:
-        created = await destinations.create_destination(
-            conn, change.scope, fields=fields, ctx=_context(services)
-        )
-        change.subject = created.destination["id"]
+    created = await destinations.create_destination(change, fields=fields, ctx=_context(services))
     if created.generated_secret is not None:
         return await _show_secret_once(
             request, services, session, created.destination, created.generated_secret
@@ -170,35 +167,37 @@ async def destination_update(
     if "rate_per_second" in posted:
         data["rate_limit"] = posted_rate(posted)
     generated = None
-    async with change as conn:
+    # A destination's type never changes: it names the secret this form may rotate.
+    async with services.db.scoped(session.scope) as conn:
         found = await destinations.get_destination(
-            conn, change.scope, destination_id=destination_id
+            conn, session.scope, destination_id=destination_id
         )
-        adapter = ADAPTERS[found["type"]]
-        if posted.get("rotate") == "generate" and "secret" not in data:
-            # Rotated without a typed secret: a generated one, shown once as on creation.
-            generated = adapter.new_secret()
-            if generated is not None:
-                data["secret"] = generated
-        field = adapter.secret_field
-        if field is not None and posted.get(field):
-            # The config field that is the secret: a new value rotates it.
-            data["config"] = {field: str(posted.get(field))}
-        try:
-            patch = destinations.DestinationPatch.model_validate(data)
-        except ValidationError as exc:
-            raise invalid_input(exc) from None
-        if patch.rotates_secret():
-            change.action = "destination.secret_rotated"
-        row = await destinations.update_destination(
-            conn, change.scope, destination_id=destination_id, patch=patch, ctx=_context(services)
-        )
+    adapter = ADAPTERS[found["type"]]
+    if posted.get("rotate") == "generate" and "secret" not in data:
+        # Rotated without a typed secret: a generated one, shown once as on creation.
+        generated = adapter.new_secret()
+        if generated is not None:
+            data["secret"] = generated
+    field = adapter.secret_field
+    if field is not None and posted.get(field):
+        # The config field that is the secret: a new value rotates it.
+        data["config"] = {field: str(posted.get(field))}
+    try:
+        patch = destinations.DestinationPatch.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    row = await destinations.update_destination(
+        change,
+        destination_id=destination_id,
+        patch=patch,
+        ctx=_context(services),
+        wake=partial(wake_deliveries, services),
+    )
     if generated is not None:
         return await _show_secret_once(request, services, session, row, generated)
     resumed = row["resumed"]
     if resumed is not None:
-        # Turned on again: what waited is sent now; offer to send what did not go through.
-        await wake_deliveries(services)
+        # Turned on again (what waited is sent now): offer to send what did not go through.
         since = resumed["paused_at"]
         if resumed["paused_reason"] == "failing":
             since -= timedelta(hours=resumed["pause_after_hours"])
@@ -254,6 +253,5 @@ async def destination_delete_confirm(
 async def destination_delete(
     change: ChangeDep, _posted: CheckedForm, destination_id: str
 ) -> Response:
-    async with change as conn:
-        await destinations.delete_destination(conn, change.scope, destination_id=destination_id)
+    await destinations.delete_destination(change, destination_id=destination_id)
     return see_other("/app/destinations")

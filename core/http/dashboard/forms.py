@@ -284,9 +284,7 @@ async def route_create(change: ChangeDep, posted: CheckedForm, form_id: str) -> 
         fields = routes.RouteFields.model_validate(data)
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with change as conn:
-        made = await routes.create_route(conn, change.scope, form_id=form_id, fields=fields)
-        change.subject = made["id"]
+    await routes.create_route(change, form_id=form_id, fields=fields)
     return see_other(f"/app/forms/{form_id}")
 
 
@@ -297,6 +295,5 @@ async def route_create(change: ChangeDep, posted: CheckedForm, form_id: str) -> 
 async def route_delete(
     change: ChangeDep, _posted: CheckedForm, form_id: str, route_id: str
 ) -> Response:
-    async with change as conn:
-        await routes.delete_route(conn, change.scope, route_id=route_id)
+    await routes.delete_route(change, route_id=route_id)
     return see_other(f"/app/forms/{form_id}")

@@ -67,8 +67,7 @@ async def change_role(
     change: ChangeDep, session: SessionDep, form: CheckedForm, member_id: str
 ) -> Response:
     role = members.checked_role(_field(form, "role"))
-    async with change as conn:
-        await members.change_role(conn, session.scope, member_id=member_id, role=role)
+    await members.change_role(change, member_id=member_id, role=role)
     # An owner who gave themselves another role may no longer open this page.
     return see_other("/app" if member_id == session.member_id else "/app/members")
 
@@ -79,8 +78,7 @@ async def change_role(
 async def remove(
     change: ChangeDep, session: SessionDep, _form: CheckedForm, member_id: str
 ) -> Response:
-    async with change as conn:
-        await members.remove_member(conn, session.scope, member_id=member_id)
+    await members.remove_member(change, member_id=member_id)
     return see_other("/app/sign-in" if member_id == session.member_id else "/app/members")
 
 
@@ -88,11 +86,6 @@ async def remove(
     "/members/invitations/{invitation_id}/withdraw",
     dependencies=[page_needs("manage_members", "invitation.withdrawn")],
 )
-async def withdraw(
-    change: ChangeDep, session: SessionDep, _form: CheckedForm, invitation_id: str
-) -> Response:
-    async with change as conn:
-        await members.withdraw_invitation(
-            conn, session.scope, invitation_id=invitation_id, now=utcnow()
-        )
+async def withdraw(change: ChangeDep, _form: CheckedForm, invitation_id: str) -> Response:
+    await members.withdraw_invitation(change, invitation_id=invitation_id)
     return see_other("/app/members")

@@ -22,7 +22,6 @@ from core.http.dashboard.shared import (
 from core.http.deps import ServicesDep
 from core.http.v1.submissions import submissions_attachment
 from core.outbox import deliveries
-from core.outbox.wakeup import wake_deliveries
 from core.owner import forms
 from core.owner.changes import Change
 from core.owner.roles import may
@@ -143,11 +142,9 @@ async def send_again(
     delivery_id: str,
 ) -> Response:
     try:
-        async with change as conn:
-            found = await deliveries.get_delivery(conn, change.scope, delivery_id)
-            if found["submission"] != submission_id:
-                raise NotFound(f"no delivery {delivery_id}")
-            await deliveries.retry_delivery(conn, change.scope, delivery_id, now=utcnow())
+        await deliveries.retry_delivery(
+            change, services, delivery_id, now=utcnow(), submission_id=submission_id
+        )
     except PostbagError as exc:
         if isinstance(exc, NotFound):
             raise
@@ -158,7 +155,6 @@ async def send_again(
             submission_id,
             refusal={"id": delivery_id, "message": str(exc)},
         )
-    await wake_deliveries(services)
     return see_other(f"/app/submissions/{submission_id}")
 
 
@@ -171,14 +167,7 @@ async def _review(
     action: Callable[..., Awaitable[Review]],
 ) -> Response:
     try:
-        async with change as conn:
-            review = await action(
-                conn,
-                change.scope,
-                submission_id,
-                now=utcnow(),
-                secret_key=services.settings.require_secret_key(),
-            )
+        await action(change, services, submission_id, now=utcnow())
     except PostbagError as exc:
         if isinstance(exc, NotFound):
             raise
@@ -189,8 +178,6 @@ async def _review(
             submission_id,
             refusal={"id": "review", "message": str(exc)},
         )
-    if review.deliveries and action is release_submission:
-        await wake_deliveries(services)
     return see_other(f"/app/submissions/{submission_id}")
 
 

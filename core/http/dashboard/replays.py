@@ -15,7 +15,6 @@ from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.outbox import replays
-from core.outbox.wakeup import wake_deliveries
 from core.owner import destinations
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, invalid_input
@@ -110,11 +109,7 @@ async def replay_count_or_start(
     asked = _asked(destination_id, posted)
     shown = {"since": asked.since.date().isoformat(), "statuses": sorted(set(asked.status))}
     if posted.get("action") == "confirm":
-        async with change as conn:
-            started = await replays.start_replay(conn, change.scope, asked, now=utcnow())
-            change.subject = started["id"]
-        if started["total"]:
-            await wake_deliveries(services)
+        started = await replays.start_replay(change, services, asked, now=utcnow())
         return await _replay_page(
             request, services, session, destination_id, started=started, **shown
         )

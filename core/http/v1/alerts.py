@@ -68,9 +68,6 @@ async def list_alerts(
     dependencies=[needs("operate", "alert.acknowledged")],
     responses=problems(404, 422),
 )
-async def acknowledge_alert(
-    change: ChangeDep, alert_id: str, scope: ScopeDep, now: NowDep
-) -> dict[str, Any]:
+async def acknowledge_alert(change: ChangeDep, alert_id: str, now: NowDep) -> dict[str, Any]:
     """Acknowledge an alert; the next dead delivery of its subject opens a new one."""
-    async with change as conn:
-        return await alerts.acknowledge(conn, scope, alert_id, now=now)
+    return await alerts.acknowledge_alert(change, alert_id, now=now)

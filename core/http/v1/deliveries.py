@@ -18,7 +18,6 @@ from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.outbox import deliveries, replays
 from core.outbox.replays import ReplayFilter
-from core.outbox.wakeup import wake_deliveries
 from core.owner.destinations import DestinationType
 from core.platform.ids import id_pattern
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
@@ -97,14 +96,11 @@ async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep)
     responses=problems(404, 409, 422),
 )
 async def retry_delivery(
-    change: ChangeDep, delivery_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep
+    change: ChangeDep, delivery_id: str, services: ServicesDep, now: NowDep
 ) -> dict[str, Any]:
     """Queue a failed, dead or skipped delivery again now (same id and body), to its
     destination as it is now."""
-    async with change as conn:
-        retried = await deliveries.retry_delivery(conn, scope, delivery_id, now=now)
-    await wake_deliveries(services)
-    return retried
+    return await deliveries.retry_delivery(change, services, delivery_id, now=now)
 
 
 class Replay(BaseModel):
@@ -149,12 +145,7 @@ async def replay_deliveries(
         async with services.db.scoped(scope) as conn:
             counted = await replays.count_replay(conn, scope, replay, now=now)
         return JSONResponse(jsonable_encoder(ReplayCount(**counted)), status_code=200)
-    async with change as conn:
-        started = Replay(**await replays.start_replay(conn, scope, replay, now=now))
-        change.subject = started.id
-    if started.total:
-        await wake_deliveries(services)
-    return started
+    return Replay(**await replays.start_replay(change, services, replay, now=now))
 
 
 @router.get("/replays/{replay_id}", dependencies=[needs("read")], responses=problems(404, 422))

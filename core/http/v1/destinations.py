@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -154,14 +155,10 @@ def _context(services: Services) -> ValidationContext:
     responses=problems(402, 422),
 )
 async def create_destination(
-    change: ChangeDep, body: DestinationFields, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, body: DestinationFields, services: ServicesDep
 ) -> CreatedDestination:
     """Create a destination; a webhook without `secret` gets a generated one, returned once."""
-    async with change as conn:
-        created = await destinations.create_destination(
-            conn, scope, fields=body, ctx=_context(services)
-        )
-        change.subject = created.destination["id"]
+    created = await destinations.create_destination(change, fields=body, ctx=_context(services))
     return CreatedDestination(**_fields(created.destination), secret=created.generated_secret)
 
 
@@ -230,15 +227,15 @@ async def update_destination(
     """Change some fields; a new `secret` becomes the next secret version (rotation).
     `enabled: true` resumes a paused destination: what waited for it is sent, and `replay`
     counts what went dead or was skipped meanwhile (nothing is queued until you ask)."""
-    if body.rotates_secret():
-        change.action = "destination.secret_rotated"
-    async with change as conn:
-        row = await destinations.update_destination(
-            conn, scope, destination_id=destination_id, patch=body, ctx=_context(services)
-        )
+    row = await destinations.update_destination(
+        change,
+        destination_id=destination_id,
+        patch=body,
+        ctx=_context(services),
+        wake=partial(wake_deliveries, services),
+    )
+    async with services.db.scoped(scope) as conn:
         offer = await replay_offer(conn, scope, row, now=now)
-    if row.get("resumed") is not None:
-        await wake_deliveries(services)
     return UpdatedDestination(**_fields(row), replay=offer)
 
 
@@ -249,7 +246,6 @@ async def update_destination(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_destination(change: ChangeDep, destination_id: str, scope: ScopeDep) -> None:
+async def delete_destination(change: ChangeDep, destination_id: str) -> None:
     """Delete a destination and the routes to it; deliveries still queued to it end `skipped`."""
-    async with change as conn:
-        await destinations.delete_destination(conn, scope, destination_id=destination_id)
+    await destinations.delete_destination(change, destination_id=destination_id)

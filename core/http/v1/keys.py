@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
-from core.http.v1.auth import AccessDep, ScopeDep, needs
+from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, PageDep, problems
 from core.owner import organizations
 from core.platform.vocabulary import Role
@@ -54,15 +54,10 @@ class CreatedKey(Key):
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_key(change: ChangeDep, body: KeyFields, access: AccessDep) -> CreatedKey:
+async def create_key(change: ChangeDep, body: KeyFields) -> CreatedKey:
     """Create an API key with a role for the organization (`403 forbidden` above the
     caller's own role); store `key` now, it is never shown again."""
-    scope = access.scope
-    async with change as conn:
-        new = await organizations.create_api_key(
-            conn, scope, name=body.name, role=body.role, by=access.actor
-        )
-        change.subject = new.id
+    new = await organizations.create_key(change, name=body.name, role=body.role)
     return CreatedKey(
         id=new.id,
         name=new.name,
@@ -91,8 +86,7 @@ async def list_keys(scope: ScopeDep, services: ServicesDep, page: PageDep) -> Pa
     response_class=Response,
     responses=problems(404, 422),
 )
-async def revoke_key(change: ChangeDep, key_id: str, access: AccessDep) -> None:
+async def revoke_key(change: ChangeDep, key_id: str) -> None:
     """Revoke a key at once: its next request is `401` (a key may revoke itself, not a key
     above its own role)."""
-    async with change as conn:
-        await organizations.revoke_api_key(conn, access.scope, key_id=key_id, by=access.actor)
+    await organizations.revoke_key(change, key_id)

@@ -110,11 +110,10 @@ async def list_members(scope: ScopeDep, services: ServicesDep, page: PageDep) ->
     responses=problems(404, 409, 422),
     dependencies=[needs("manage_members", "member.role_changed")],
 )
-async def change_role(change: ChangeDep, member_id: str, body: RoleFields, scope: ScopeDep) -> None:
+async def change_role(change: ChangeDep, member_id: str, body: RoleFields) -> None:
     """Give a member another role, from their next request on; the last owner cannot be
     demoted (`409 last_owner`)."""
-    async with change as conn:
-        await members.change_role(conn, scope, member_id=member_id, role=body.role)
+    await members.change_role(change, member_id=member_id, role=body.role)
 
 
 @router.delete(
@@ -124,11 +123,10 @@ async def change_role(change: ChangeDep, member_id: str, body: RoleFields, scope
     responses=problems(404, 409),
     dependencies=[needs("manage_members", "member.removed")],
 )
-async def remove_member(change: ChangeDep, member_id: str, scope: ScopeDep) -> None:
+async def remove_member(change: ChangeDep, member_id: str) -> None:
     """Remove a member from the organization: their sessions in it end at once. The last
     owner cannot leave (`409 last_owner`)."""
-    async with change as conn:
-        await members.remove_member(conn, scope, member_id=member_id)
+    await members.remove_member(change, member_id=member_id)
 
 
 def _pending(row: dict[str, Any]) -> PendingInvitation:
@@ -162,7 +160,4 @@ async def list_invitations(
 )
 async def withdraw_invitation(change: ChangeDep, invitation_id: str) -> None:
     """Withdraw a pending invitation: its link stops working at once."""
-    async with change as conn:
-        await members.withdraw_invitation(
-            conn, change.scope, invitation_id=invitation_id, now=utcnow()
-        )
+    await members.withdraw_invitation(change, invitation_id=invitation_id)

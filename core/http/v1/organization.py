@@ -42,10 +42,7 @@ async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organizati
     dependencies=[needs("configure", "organization.updated")],
     responses=problems(422),
 )
-async def update_organization(
-    change: ChangeDep, body: NotifySettings, scope: ScopeDep
-) -> Organization:
+async def update_organization(change: ChangeDep, body: NotifySettings) -> Organization:
     """Replace the notification addresses (at most 10; `[]` sends none)."""
-    async with change as conn:
-        notify = await notifications.set_notify(conn, scope, settings=body)
-    return Organization(id=scope.organization_id, notify=notify)
+    notify = await notifications.update_organization(change, settings=body)
+    return Organization(id=change.scope.organization_id, notify=notify)

@@ -44,14 +44,9 @@ def _route(row: dict[str, Any]) -> Route:
     status_code=201,
     responses=problems(404, 409, 422),
 )
-async def create_route(
-    change: ChangeDep, form_id: str, body: RouteFields, scope: ScopeDep
-) -> Route:
+async def create_route(change: ChangeDep, form_id: str, body: RouteFields) -> Route:
     """Route the form's submissions to a destination (one live route per pair)."""
-    async with change as conn:
-        row = await routes.create_route(conn, scope, form_id=form_id, fields=body)
-        change.subject = row["id"]
-    return _route(row)
+    return _route(await routes.create_route(change, form_id=form_id, fields=body))
 
 
 @router.get("/forms/{form_id}/routes", dependencies=[needs("read")], responses=problems(404, 422))
@@ -72,13 +67,9 @@ async def list_routes(
     dependencies=[needs("configure", "route.updated")],
     responses=problems(404, 422),
 )
-async def update_route(
-    change: ChangeDep, route_id: str, body: RoutePatch, scope: ScopeDep
-) -> Route:
+async def update_route(change: ChangeDep, route_id: str, body: RoutePatch) -> Route:
     """Change some settings; switching to `immediate` drops the digest period."""
-    async with change as conn:
-        row = await routes.update_route(conn, scope, route_id=route_id, patch=body)
-    return _route(row)
+    return _route(await routes.update_route(change, route_id=route_id, patch=body))
 
 
 @router.delete(
@@ -88,7 +79,6 @@ async def update_route(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_route(change: ChangeDep, route_id: str, scope: ScopeDep) -> None:
+async def delete_route(change: ChangeDep, route_id: str) -> None:
     """Delete a route; deliveries already queued through it are kept."""
-    async with change as conn:
-        await routes.delete_route(conn, scope, route_id=route_id)
+    await routes.delete_route(change, route_id=route_id)

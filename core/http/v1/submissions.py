@@ -15,7 +15,6 @@ from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
 from core.http.v1.shared import Page, problems
-from core.outbox.wakeup import wake_deliveries
 from core.owner.roles import require
 from core.platform.ids import id_pattern
 from core.platform.pagination import (
@@ -183,12 +182,7 @@ async def submissions_release(
     """Release a quarantined or spam submission: it becomes `accepted` and the form's live
     routes that take accepted submissions get one delivery each, once (`409
     already_released` after). Answers the submission."""
-    async with change as conn:
-        review = await release_submission(
-            conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
-        )
-    if review.deliveries:
-        await wake_deliveries(services)
+    await release_submission(change, services, submission_id, now=now)
     async with services.db.scoped(scope) as conn:
         return await get_submission(conn, scope, submission_id, now=now)
 
@@ -203,10 +197,8 @@ async def submissions_spam(
 ) -> dict[str, Any]:
     """Mark a submission as spam: unsent deliveries end `skipped` (`submission_spam`).
     Answers the submission."""
-    async with change as conn:
-        await mark_spam(
-            conn, scope, submission_id, now=now, secret_key=services.settings.require_secret_key()
-        )
+    await mark_spam(change, services, submission_id, now=now)
+    async with services.db.scoped(scope) as conn:
         return await get_submission(conn, scope, submission_id, now=now)
 
 
