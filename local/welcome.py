@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.owner.form_settings import FormFields
-from core.owner.forms import create_form, html_snippet, submit_url
+from core.owner.forms import add_form, html_snippet, submit_url
 from core.owner.members import local_owner_link
 from core.owner.organizations import create_api_key, create_organization, list_organizations
 from core.platform.clock import utcnow
@@ -43,7 +43,7 @@ async def first_start(url: str) -> FirstStart | None:
                 return None
             scope = await create_organization(conn, name="Local", plan="self_hosted")
             key = await create_api_key(conn, scope, name="default", role="owner")
-            form = await create_form(conn, scope, fields=FormFields(name=QUICK_START_FORM))
+            form = await add_form(conn, scope, fields=FormFields(name=QUICK_START_FORM))
         return FirstStart(scope.organization_id, key.secret, form)
     finally:
         await conn.close()

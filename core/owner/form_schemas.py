@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.owner import schema_versions
+from core.owner.changes import Change
 from core.owner.schema_versions import FORM
 from core.platform.db import Conn
 from core.platform.queries import queries
@@ -39,7 +40,7 @@ class SchemaFields(BaseModel):
 
 
 @scoped
-async def add_schema(
+async def append_schema(
     conn: Conn, scope: OrgScope, *, form_id: str, schema: dict[str, Any]
 ) -> dict[str, Any]:
     """Append the form's next schema version (source `manual`); versions are never edited.
@@ -51,12 +52,24 @@ async def add_schema(
 
 
 @scoped
-async def adopt_schema(
+async def adopt_version(
     conn: Conn, scope: OrgScope, *, form_id: str, version: int
 ) -> dict[str, Any]:
     """Make a version the form's current schema: append a `manual` copy of its content
     (checked as any schema the owner writes)."""
     return await schema_versions.adopt(conn, scope, FORM, form_id, version)
+
+
+async def add_schema(change: Change, *, form_id: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Append the form's next schema version (`append_schema`) as the change."""
+    async with change as conn:
+        return await append_schema(conn, change.scope, form_id=form_id, schema=schema)
+
+
+async def adopt_schema(change: Change, *, form_id: str, version: int) -> dict[str, Any]:
+    """Make a version the form's current schema (`adopt_version`) as the change."""
+    async with change as conn:
+        return await adopt_version(conn, change.scope, form_id=form_id, version=version)
 
 
 @scoped

@@ -12,6 +12,7 @@ from pydantic import (
     ValidationError,
 )
 
+from core.owner.changes import Change
 from core.owner.form_settings import FormFields, FormPatch, check_rules, columns, fields_of
 from core.owner.usage import reserve
 from core.platform.db import Conn
@@ -41,7 +42,7 @@ async def oldest_form(conn: Conn) -> dict[str, Any] | None:
 
 
 @scoped
-async def create_form(
+async def add_form(
     conn: Conn, scope: OrgScope, *, fields: FormFields, allow_http_redirect: bool = False
 ) -> dict[str, Any]:
     """Create a form within the plan's form count (`allow_http_redirect`: see `check_rules`)."""
@@ -76,7 +77,7 @@ async def list_forms(
 
 
 @scoped
-async def update_form(
+async def patch_form(
     conn: Conn,
     scope: OrgScope,
     *,
@@ -124,7 +125,7 @@ def _spam_secrets_change(patch: FormPatch) -> dict[str, Any]:
 
 
 @scoped
-async def delete_form(conn: Conn, scope: OrgScope, *, form_id: str) -> None:
+async def remove_form(conn: Conn, scope: OrgScope, *, form_id: str) -> None:
     """Remove a form softly, with its routes; its submissions stay until retention ends."""
     params = {"id": form_id, "organization_id": scope.organization_id}
     if await (await conn.execute(queries["delete_form"], params)).fetchone() is None:
@@ -133,6 +134,38 @@ async def delete_form(conn: Conn, scope: OrgScope, *, form_id: str) -> None:
         queries["delete_form_routes"],
         {"form_id": form_id, "organization_id": scope.organization_id},
     )
+
+
+async def create_form(
+    change: Change, *, fields: FormFields, allow_http_redirect: bool = False
+) -> dict[str, Any]:
+    """Create a form (`add_form`) as the change."""
+    async with change as conn:
+        row = await add_form(
+            conn, change.scope, fields=fields, allow_http_redirect=allow_http_redirect
+        )
+        change.subject = row["id"]
+    return row
+
+
+async def update_form(
+    change: Change, *, form_id: str, patch: FormPatch, allow_http_redirect: bool = False
+) -> dict[str, Any]:
+    """Change a form's settings (`patch_form`) as the change."""
+    async with change as conn:
+        return await patch_form(
+            conn,
+            change.scope,
+            form_id=form_id,
+            patch=patch,
+            allow_http_redirect=allow_http_redirect,
+        )
+
+
+async def delete_form(change: Change, *, form_id: str) -> None:
+    """Delete a form and its routes (`remove_form`) as the change."""
+    async with change as conn:
+        await remove_form(conn, change.scope, form_id=form_id)
 
 
 def submit_url(settings: Settings, form_id: str) -> str:

@@ -189,14 +189,9 @@ async def form_create(change: ChangeDep, services: ServicesDep, posted: CheckedF
         fields = FormFields.model_validate(_form_settings(posted))
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    async with change as conn:
-        row = await forms.create_form(
-            conn,
-            change.scope,
-            fields=fields,
-            allow_http_redirect=services.settings.allow_private_targets,
-        )
-        change.subject = row["id"]
+    row = await forms.create_form(
+        change, fields=fields, allow_http_redirect=services.settings.allow_private_targets
+    )
     return see_other(f"/app/forms/{row['id']}")
 
 
@@ -262,15 +257,13 @@ async def form_accepting(
 async def _patch_form(
     change: Change, services: Services, form_id: str, patch: FormPatch
 ) -> Response:
-    """Apply a form change through the same core call as `PATCH /v1/forms/{id}`."""
-    async with change as conn:
-        await forms.update_form(
-            conn,
-            change.scope,
-            form_id=form_id,
-            patch=patch,
-            allow_http_redirect=services.settings.allow_private_targets,
-        )
+    """Apply a form change through the same use case as `PATCH /v1/forms/{id}`."""
+    await forms.update_form(
+        change,
+        form_id=form_id,
+        patch=patch,
+        allow_http_redirect=services.settings.allow_private_targets,
+    )
     return see_other(f"/app/forms/{form_id}")
 
 

@@ -50,6 +50,5 @@ async def schema_adopt(
     change: ChangeDep, _posted: CheckedForm, form_id: str, version: int
 ) -> Response:
     """Adopt a version, as `POST /v1/forms/{id}/schemas/{version}/adopt`: a `manual` copy."""
-    async with change as conn:
-        await form_schemas.adopt_schema(conn, change.scope, form_id=form_id, version=version)
+    await form_schemas.adopt_schema(change, form_id=form_id, version=version)
     return see_other(f"/app/forms/{form_id}#schema")

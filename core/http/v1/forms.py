@@ -84,15 +84,11 @@ def _form(row: Mapping[str, Any], settings: Settings) -> Form:
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_form(
-    change: ChangeDep, body: FormFields, scope: ScopeDep, services: ServicesDep
-) -> Form:
+async def create_form(change: ChangeDep, body: FormFields, services: ServicesDep) -> Form:
     """Create a form (refused with `402 plan_limit` past the plan's form count)."""
-    async with change as conn:
-        row = await forms.create_form(
-            conn, scope, fields=body, allow_http_redirect=services.settings.allow_private_targets
-        )
-        change.subject = row["id"]
+    row = await forms.create_form(
+        change, fields=body, allow_http_redirect=services.settings.allow_private_targets
+    )
     return _form(row, services.settings)
 
 
@@ -119,17 +115,15 @@ async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form
     responses=problems(404, 422),
 )
 async def update_form(
-    change: ChangeDep, form_id: str, body: FormPatch, scope: ScopeDep, services: ServicesDep
+    change: ChangeDep, form_id: str, body: FormPatch, services: ServicesDep
 ) -> Form:
     """Change some settings; fields left out keep their value; `turnstile_secret: null` = off."""
-    async with change as conn:
-        row = await forms.update_form(
-            conn,
-            scope,
-            form_id=form_id,
-            patch=body,
-            allow_http_redirect=services.settings.allow_private_targets,
-        )
+    row = await forms.update_form(
+        change,
+        form_id=form_id,
+        patch=body,
+        allow_http_redirect=services.settings.allow_private_targets,
+    )
     return _form(row, services.settings)
 
 
@@ -140,7 +134,6 @@ async def update_form(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_form(change: ChangeDep, form_id: str, scope: ScopeDep) -> None:
+async def delete_form(change: ChangeDep, form_id: str) -> None:
     """Delete a form and its routes; its address answers `404` from now on."""
-    async with change as conn:
-        await forms.delete_form(conn, scope, form_id=form_id)
+    await forms.delete_form(change, form_id=form_id)

@@ -61,15 +61,12 @@ async def list_schemas(
     status_code=201,
     responses=problems(402, 404, 422),
 )
-async def add_schema(
-    change: ChangeDep, form_id: str, body: SchemaFields, scope: ScopeDep
-) -> FormSchema:
+async def add_schema(change: ChangeDep, form_id: str, body: SchemaFields) -> FormSchema:
     """Append version n+1 (source `manual`), which becomes the current schema. Refused with
     `invalid_schema` and the location when it is not a valid JSON Schema or is past a
     documented limit (size, remote or unresolvable references, reference cycles,
     composition depth and width, expanded size, patterns the linear-time engine refuses)."""
-    async with change as conn:
-        row = await schemas.add_schema(conn, scope, form_id=form_id, schema=body.json_schema)
+    row = await schemas.add_schema(change, form_id=form_id, schema=body.json_schema)
     return _schema(row)
 
 
@@ -79,13 +76,10 @@ async def add_schema(
     status_code=201,
     responses=problems(402, 404, 422),
 )
-async def adopt_schema(
-    change: ChangeDep, form_id: str, version: int, scope: ScopeDep
-) -> FormSchema:
+async def adopt_schema(change: ChangeDep, form_id: str, version: int) -> FormSchema:
     """Make a version (a suggestion, or an earlier version) the current schema: appends a
     `manual` version with its content."""
-    async with change as conn:
-        row = await schemas.adopt_schema(conn, scope, form_id=form_id, version=version)
+    row = await schemas.adopt_schema(change, form_id=form_id, version=version)
     return _schema(row)
 
 
