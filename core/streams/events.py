@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import NotFound
 from core.platform.queries import queries
@@ -74,7 +75,7 @@ async def erase_events(conn: Conn, *, ids: list[str], now: datetime, reason: Era
 
 
 @scoped
-async def erase_event(
+async def erase_one_event(
     conn: Conn, scope: OrgScope, *, stream_id: str, event_id: str, now: datetime
 ) -> None:
     """The owner's erase of one event (erasing an erased event again changes nothing)."""
@@ -82,6 +83,12 @@ async def erase_event(
     if await (await conn.execute(queries["lock_stream_event"], params)).fetchone() is None:
         raise NotFound(f"no event {event_id}")
     await erase_events(conn, ids=[event_id], now=now, reason="requested")
+
+
+async def erase_event(change: Change, *, stream_id: str, event_id: str, now: datetime) -> None:
+    """The owner's erase of one event (`erase_one_event`) as the change."""
+    async with change as conn:
+        await erase_one_event(conn, change.scope, stream_id=stream_id, event_id=event_id, now=now)
 
 
 async def expire_events(conn: Conn, *, now: datetime, limit: int) -> int:

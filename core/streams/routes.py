@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import NotFound, RouteExists
 from core.platform.ids import new_id
@@ -33,7 +34,7 @@ class StreamRouteFields(BaseModel):
 
 
 @scoped
-async def create_stream_route(
+async def add_stream_route(
     conn: Conn, scope: OrgScope, *, stream_id: str, fields: StreamRouteFields
 ) -> dict[str, Any]:
     """Route a live stream to a live destination; one live route per pair."""
@@ -79,7 +80,7 @@ async def list_stream_routes(
 
 
 @scoped
-async def delete_stream_route(
+async def remove_stream_route(
     conn: Conn, scope: OrgScope, *, stream_id: str, route_id: str
 ) -> None:
     """Remove a route; deliveries already queued through it are kept."""
@@ -89,3 +90,19 @@ async def delete_stream_route(
     )
     if await cur.fetchone() is None:
         raise NotFound(f"no route {route_id}")
+
+
+async def create_stream_route(
+    change: Change, *, stream_id: str, fields: StreamRouteFields
+) -> dict[str, Any]:
+    """Route a stream to a destination (`add_stream_route`) as the change."""
+    async with change as conn:
+        row = await add_stream_route(conn, change.scope, stream_id=stream_id, fields=fields)
+        change.subject = row["id"]
+    return row
+
+
+async def delete_stream_route(change: Change, *, stream_id: str, route_id: str) -> None:
+    """Remove a stream route (`remove_stream_route`) as the change."""
+    async with change as conn:
+        await remove_stream_route(conn, change.scope, stream_id=stream_id, route_id=route_id)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from core.owner import schema_versions
+from core.owner.changes import Change
 from core.owner.schema_versions import STREAM
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput
@@ -35,7 +36,7 @@ class StreamSchemaFields(BaseModel):
 
 
 @scoped
-async def add_stream_schema(
+async def append_stream_schema(
     conn: Conn, scope: OrgScope, *, stream_id: str, fields: StreamSchemaFields
 ) -> dict[str, Any]:
     """Append the stream's next version (`manual`); refused past a limit of
@@ -53,7 +54,7 @@ async def add_stream_schema(
 
 
 @scoped
-async def suggest_stream_schema(
+async def infer_stream_schema(
     conn: Conn, scope: OrgScope, *, stream_id: str, event_type: str | None
 ) -> dict[str, Any]:
     """Append a `suggested` version inferred from the data of the stream's newest
@@ -82,11 +83,35 @@ async def suggest_stream_schema(
 
 
 @scoped
-async def adopt_stream_schema(
+async def adopt_stream_version(
     conn: Conn, scope: OrgScope, *, stream_id: str, version: int
 ) -> dict[str, Any]:
     """Make a version current for its event type: append a `manual` copy of it."""
     return await schema_versions.adopt(conn, scope, STREAM, stream_id, version)
+
+
+async def add_stream_schema(
+    change: Change, *, stream_id: str, fields: StreamSchemaFields
+) -> dict[str, Any]:
+    """Append the stream's next version (`append_stream_schema`) as the change."""
+    async with change as conn:
+        return await append_stream_schema(conn, change.scope, stream_id=stream_id, fields=fields)
+
+
+async def suggest_stream_schema(
+    change: Change, *, stream_id: str, event_type: str | None
+) -> dict[str, Any]:
+    """Append a suggested version (`infer_stream_schema`) as the change."""
+    async with change as conn:
+        return await infer_stream_schema(
+            conn, change.scope, stream_id=stream_id, event_type=event_type
+        )
+
+
+async def adopt_stream_schema(change: Change, *, stream_id: str, version: int) -> dict[str, Any]:
+    """Make a version current for its event type (`adopt_stream_version`) as the change."""
+    async with change as conn:
+        return await adopt_stream_version(conn, change.scope, stream_id=stream_id, version=version)
 
 
 @scoped

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from core.owner.changes import Change
 from core.owner.organizations import hash_key
 from core.owner.usage import reserve
 from core.platform.db import Conn
@@ -79,7 +80,7 @@ async def _new_key(conn: Conn, scope: OrgScope, stream_id: str, name: str) -> Ne
 
 
 @scoped
-async def create_stream(
+async def add_stream(
     conn: Conn, scope: OrgScope, *, fields: StreamFields
 ) -> tuple[dict[str, Any], NewIngestKey]:
     """Create a stream within the plan's count of streams, with its first ingest key."""
@@ -119,7 +120,7 @@ async def list_streams(
 
 
 @scoped
-async def update_stream(
+async def patch_stream(
     conn: Conn, scope: OrgScope, *, stream_id: str, patch: StreamPatch
 ) -> dict[str, Any]:
     """Change the settings `patch` sets (`retention_days: null` goes back to the plan's)."""
@@ -142,7 +143,7 @@ async def update_stream(
 
 
 @scoped
-async def delete_stream(conn: Conn, scope: OrgScope, *, stream_id: str) -> None:
+async def remove_stream(conn: Conn, scope: OrgScope, *, stream_id: str) -> None:
     """Delete a stream softly: its keys are revoked and its routes removed at once; its
     events stay until their retention ends."""
     cur = await conn.execute(
@@ -153,9 +154,7 @@ async def delete_stream(conn: Conn, scope: OrgScope, *, stream_id: str) -> None:
 
 
 @scoped
-async def create_ingest_key(
-    conn: Conn, scope: OrgScope, *, stream_id: str, name: str
-) -> NewIngestKey:
+async def add_ingest_key(conn: Conn, scope: OrgScope, *, stream_id: str, name: str) -> NewIngestKey:
     """Another ingest key for a live stream; the secret is returned here and never again."""
     return await _new_key(conn, scope, stream_id, name)
 
@@ -179,7 +178,7 @@ async def list_ingest_keys(
 
 
 @scoped
-async def revoke_ingest_key(conn: Conn, scope: OrgScope, *, stream_id: str, key_id: str) -> None:
+async def end_ingest_key(conn: Conn, scope: OrgScope, *, stream_id: str, key_id: str) -> None:
     """Revoke an ingest key at once: the next event posted with it is refused."""
     cur = await conn.execute(
         queries["revoke_stream_key"],
@@ -187,6 +186,42 @@ async def revoke_ingest_key(conn: Conn, scope: OrgScope, *, stream_id: str, key_
     )
     if await cur.fetchone() is None:
         raise NotFound(f"no key {key_id}")
+
+
+async def create_stream(
+    change: Change, *, fields: StreamFields
+) -> tuple[dict[str, Any], NewIngestKey]:
+    """Create a stream with its first ingest key (`add_stream`) as the change."""
+    async with change as conn:
+        row, key = await add_stream(conn, change.scope, fields=fields)
+        change.subject = row["id"]
+    return row, key
+
+
+async def update_stream(change: Change, *, stream_id: str, patch: StreamPatch) -> dict[str, Any]:
+    """Change a stream's settings (`patch_stream`) as the change."""
+    async with change as conn:
+        return await patch_stream(conn, change.scope, stream_id=stream_id, patch=patch)
+
+
+async def delete_stream(change: Change, *, stream_id: str) -> None:
+    """Delete a stream (`remove_stream`) as the change."""
+    async with change as conn:
+        await remove_stream(conn, change.scope, stream_id=stream_id)
+
+
+async def create_ingest_key(change: Change, *, stream_id: str, name: str) -> NewIngestKey:
+    """Another ingest key for a stream (`add_ingest_key`) as the change."""
+    async with change as conn:
+        key = await add_ingest_key(conn, change.scope, stream_id=stream_id, name=name)
+        change.subject = key.row["id"]
+    return key
+
+
+async def revoke_ingest_key(change: Change, *, stream_id: str, key_id: str) -> None:
+    """Revoke an ingest key (`end_ingest_key`) as the change."""
+    async with change as conn:
+        await end_ingest_key(conn, change.scope, stream_id=stream_id, key_id=key_id)
 
 
 async def ingest_key_stream(conn: Conn, key: str) -> tuple[OrgScope, str] | None:

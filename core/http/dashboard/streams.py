@@ -61,9 +61,7 @@ async def stream_create(
     posted: CheckedForm,
 ) -> Response:
     fields = StreamFields(name=str(posted.get("name") or "Stream")[:200] or "Stream")
-    async with change as conn:
-        row, key = await streams.create_stream(conn, change.scope, fields=fields)
-        change.subject = row["id"]
+    _, key = await streams.create_stream(change, fields=fields)
     return await _key_shown_once(request, services, session, key)
 
 
@@ -104,9 +102,7 @@ async def key_create(
     stream_id: str,
 ) -> Response:
     name = str(posted.get("name") or "ingest").strip()[:200] or "ingest"
-    async with change as conn:
-        key = await streams.create_ingest_key(conn, change.scope, stream_id=stream_id, name=name)
-        change.subject = key.row["id"]
+    key = await streams.create_ingest_key(change, stream_id=stream_id, name=name)
     return await _key_shown_once(request, services, session, key)
 
 
@@ -117,8 +113,7 @@ async def key_create(
 async def key_revoke(
     change: ChangeDep, _posted: CheckedForm, stream_id: str, key_id: str
 ) -> Response:
-    async with change as conn:
-        await streams.revoke_ingest_key(conn, change.scope, stream_id=stream_id, key_id=key_id)
+    await streams.revoke_ingest_key(change, stream_id=stream_id, key_id=key_id)
     return see_other(f"/app/streams/{stream_id}")
 
 
@@ -173,8 +168,5 @@ async def event_erase(
 ) -> Response:
     if posted.get("confirm") != "erase":
         raise InvalidInput("tick the box to confirm the erase", [])
-    async with change as conn:
-        await events.erase_event(
-            conn, change.scope, stream_id=stream_id, event_id=event_id, now=utcnow()
-        )
+    await events.erase_event(change, stream_id=stream_id, event_id=event_id, now=utcnow())
     return see_other(f"/app/streams/{stream_id}/events/{event_id}")

@@ -165,12 +165,10 @@ def _schema(row: dict[str, Any]) -> StreamSchema:
     status_code=201,
     responses=problems(402, 422),
 )
-async def create_stream(change: ChangeDep, body: StreamFields, scope: ScopeDep) -> CreatedStream:
+async def create_stream(change: ChangeDep, body: StreamFields) -> CreatedStream:
     """Create a stream (refused with `402 plan_limit` past the plan's streams), with its
     first ingest key: store `ingest_key.key` now, it is never shown again."""
-    async with change as conn:
-        row, key = await streams.create_stream(conn, scope, fields=body)
-        change.subject = row["id"]
+    row, key = await streams.create_stream(change, fields=body)
     return CreatedStream.model_validate({**_stream(row).model_dump(), "ingest_key": _key(key)})
 
 
@@ -195,12 +193,9 @@ async def get_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> 
     dependencies=[needs("configure", "stream.updated")],
     responses=problems(404, 422),
 )
-async def update_stream(
-    change: ChangeDep, stream_id: str, body: StreamPatch, scope: ScopeDep
-) -> Stream:
+async def update_stream(change: ChangeDep, stream_id: str, body: StreamPatch) -> Stream:
     """Change some settings; fields left out keep their value."""
-    async with change as conn:
-        row = await streams.update_stream(conn, scope, stream_id=stream_id, patch=body)
+    row = await streams.update_stream(change, stream_id=stream_id, patch=body)
     return _stream(row)
 
 
@@ -211,10 +206,9 @@ async def update_stream(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_stream(change: ChangeDep, stream_id: str, scope: ScopeDep) -> None:
+async def delete_stream(change: ChangeDep, stream_id: str) -> None:
     """Delete a stream: its ingest keys stop working and its routes go at once."""
-    async with change as conn:
-        await streams.delete_stream(conn, scope, stream_id=stream_id)
+    await streams.delete_stream(change, stream_id=stream_id)
 
 
 @router.post(
@@ -224,12 +218,10 @@ async def delete_stream(change: ChangeDep, stream_id: str, scope: ScopeDep) -> N
     responses=problems(404, 422),
 )
 async def create_ingest_key(
-    change: ChangeDep, stream_id: str, body: IngestKeyFields, scope: ScopeDep
+    change: ChangeDep, stream_id: str, body: IngestKeyFields
 ) -> CreatedIngestKey:
     """Another ingest key for the stream; `key` is shown in this response only."""
-    async with change as conn:
-        new = await streams.create_ingest_key(conn, scope, stream_id=stream_id, name=body.name)
-        change.subject = new.row["id"]
+    new = await streams.create_ingest_key(change, stream_id=stream_id, name=body.name)
     return _key(new)
 
 
@@ -255,12 +247,9 @@ async def list_ingest_keys(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def revoke_ingest_key(
-    change: ChangeDep, stream_id: str, ingest_key_id: str, scope: ScopeDep
-) -> None:
+async def revoke_ingest_key(change: ChangeDep, stream_id: str, ingest_key_id: str) -> None:
     """Revoke an ingest key at once: its next event is `401`."""
-    async with change as conn:
-        await streams.revoke_ingest_key(conn, scope, stream_id=stream_id, key_id=ingest_key_id)
+    await streams.revoke_ingest_key(change, stream_id=stream_id, key_id=ingest_key_id)
 
 
 @router.get(
@@ -288,12 +277,10 @@ async def add_stream_schema(
     change: ChangeDep,
     stream_id: str,
     body: StreamSchemaFields,
-    scope: ScopeDep,
 ) -> StreamSchema:
     """Append a schema version (for `event_type`, or the default); versions are never
     edited. `422 invalid_schema` past a limit of the schema engine."""
-    async with change as conn:
-        row = await schemas.add_stream_schema(conn, scope, stream_id=stream_id, fields=body)
+    row = await schemas.add_stream_schema(change, stream_id=stream_id, fields=body)
     return _schema(row)
 
 
@@ -314,14 +301,13 @@ class SuggestFields(BaseModel):
     responses=problems(402, 404, 422),
 )
 async def suggest_stream_schema(
-    change: ChangeDep, stream_id: str, body: SuggestFields, scope: ScopeDep
+    change: ChangeDep, stream_id: str, body: SuggestFields
 ) -> StreamSchema:
     """Append a `suggested` version inferred from the newest 1,000 stored events (of
     `event_type`); it is never checked against until adopted."""
-    async with change as conn:
-        row = await schemas.suggest_stream_schema(
-            conn, scope, stream_id=stream_id, event_type=body.event_type
-        )
+    row = await schemas.suggest_stream_schema(
+        change, stream_id=stream_id, event_type=body.event_type
+    )
     return _schema(row)
 
 
@@ -331,12 +317,9 @@ async def suggest_stream_schema(
     status_code=201,
     responses=problems(402, 404, 422),
 )
-async def adopt_stream_schema(
-    change: ChangeDep, stream_id: str, version: int, scope: ScopeDep
-) -> StreamSchema:
+async def adopt_stream_schema(change: ChangeDep, stream_id: str, version: int) -> StreamSchema:
     """Make a version (a suggestion) current for its event type: a `manual` copy of it."""
-    async with change as conn:
-        row = await schemas.adopt_stream_schema(conn, scope, stream_id=stream_id, version=version)
+    row = await schemas.adopt_stream_schema(change, stream_id=stream_id, version=version)
     return _schema(row)
 
 
@@ -350,12 +333,9 @@ async def create_route(
     change: ChangeDep,
     stream_id: str,
     body: StreamRouteFields,
-    scope: ScopeDep,
 ) -> StreamRoute:
     """Send the stream's events (of `event_types`, with `include_statuses`) to a destination."""
-    async with change as conn:
-        row = await create_stream_route(conn, scope, stream_id=stream_id, fields=body)
-        change.subject = row["id"]
+    row = await create_stream_route(change, stream_id=stream_id, fields=body)
     return StreamRoute(**row)
 
 
@@ -381,12 +361,9 @@ async def list_stream_routes(
     response_class=Response,
     responses=problems(404, 422),
 )
-async def delete_route(
-    change: ChangeDep, stream_id: str, stream_route_id: str, scope: ScopeDep
-) -> None:
+async def delete_route(change: ChangeDep, stream_id: str, stream_route_id: str) -> None:
     """Remove a route; deliveries already queued through it are kept."""
-    async with change as conn:
-        await delete_stream_route(conn, scope, stream_id=stream_id, route_id=stream_route_id)
+    await delete_stream_route(change, stream_id=stream_id, route_id=stream_route_id)
 
 
 @router.get(
@@ -446,10 +423,8 @@ async def erase_event(
     change: ChangeDep,
     stream_id: str,
     event_id: str,
-    scope: ScopeDep,
     now: NowDep,
 ) -> None:
     """Erase the event's data and every copy of it: unsent deliveries end `skipped`
     (`values_erased`), receivers' answers are dropped."""
-    async with change as conn:
-        await events.erase_event(conn, scope, stream_id=stream_id, event_id=event_id, now=now)
+    await events.erase_event(change, stream_id=stream_id, event_id=event_id, now=now)
