@@ -1,16 +1,18 @@
 """What a form's spam checks decided over the last 30 days, with the organization's learned
-filter: `GET /v1/forms/{id}/spam` and the dashboard's form page (docs/spam.md#see-and-tune)."""
+filter: `GET /v1/forms/{id}/spam` and the dashboard's form page (docs/spam.md#see-and-tune);
+the owner's reset of that filter."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.owner.changes import Change
 from core.owner.forms import get_form
 from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-from core.spam.model import model_state
+from core.spam.model import model_state, reset_model
 from core.spam.settings import spam_settings
 
 REPORT_DAYS = 30
@@ -37,3 +39,10 @@ async def spam_report(
         "learned_threshold": settings.learned_threshold,
         "model": await model_state(conn, scope.organization_id),
     }
+
+
+async def reset_spam_model(change: Change) -> None:
+    """Forget everything the organization's learned filter was taught (`reset_model`) as
+    the change."""
+    async with change as conn:
+        await reset_model(conn, change.scope.organization_id)

@@ -12,8 +12,7 @@ from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
-from core.owner.spam_report import spam_report
-from core.spam.model import reset_model
+from core.owner import spam_report
 
 router = APIRouter(tags=["spam"], responses=problems(401, 503), route_class=AuditedRoute)
 
@@ -54,7 +53,7 @@ class FormSpam(BaseModel):
 async def form_spam(form_id: str, scope: ScopeDep, services: ServicesDep, now: NowDep) -> FormSpam:
     """What the form's checks decided over the last 30 days, and the learned filter's state."""
     async with services.db.scoped(scope) as conn:
-        report = await spam_report(conn, scope, form_id=form_id, now=now)
+        report = await spam_report.spam_report(conn, scope, form_id=form_id, now=now)
     return FormSpam.model_validate(report)
 
 
@@ -64,8 +63,7 @@ async def form_spam(form_id: str, scope: ScopeDep, services: ServicesDep, now: N
     status_code=204,
     response_class=Response,
 )
-async def reset_spam_model(change: ChangeDep, scope: ScopeDep) -> None:
+async def reset_spam_model(change: ChangeDep) -> None:
     """Forget everything the organization's learned filter was taught; it judges again
     once trained anew."""
-    async with change as conn:
-        await reset_model(conn, scope.organization_id)
+    await spam_report.reset_spam_model(change)
