@@ -11,16 +11,8 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_destination, make_member, make_tenant, sign_in_link
 from tests.support.dashboard import csrf_of, dashboard_client
-from tests.support.records import rows
+from tests.support.records import failing_audit, rows
 from tests.support.settings import SENDER, with_settings
-
-# A failure of the audit append after the change was made, as the database reports a lost
-# server (SQLSTATE 57P01): the app answers it as unavailable.
-_FAIL_AUDIT = """
-CREATE FUNCTION fail_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '57P01'; END $$;
-CREATE TRIGGER fail_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_audit();
-"""
 
 
 async def _stored(conn: Conn) -> dict[str, int]:
@@ -62,12 +54,11 @@ async def test_a_dashboard_change_and_its_audit_row_commit_together_or_not_at_al
         ]
         for path, posted, table, action, subject in changes:
             before = await _stored(conn)
-            await conn.execute(_FAIL_AUDIT)
-            failed = await mine.post(path, data={"csrf": csrf, **posted})
-            assert failed.status_code == 503, (path, failed.text)
-            assert "Postbag is unavailable" in failed.text
-            assert await _stored(conn) == before, path
-            await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+            async with failing_audit(conn):
+                failed = await mine.post(path, data={"csrf": csrf, **posted})
+                assert failed.status_code == 503, (path, failed.text)
+                assert "Postbag is unavailable" in failed.text
+                assert await _stored(conn) == before, path
 
             made = await mine.post(path, data={"csrf": csrf, **posted})
             assert made.status_code == 303, (path, made.text)
@@ -101,12 +92,11 @@ async def test_joining_by_invitation_and_its_audit_row_commit_together_or_not_at
         link = found.group(1)
         joining = {"password": "correct horse battery", "repeat": "correct horse battery"}
 
-        await conn.execute(_FAIL_AUDIT)
-        page = await client.get(link)
-        failed = await client.post(link, data={"csrf": csrf_of(page.text), **joining})
-        assert failed.status_code == 503, failed.text
-        assert await rows(conn, "SELECT * FROM memberships WHERE role = 'operator'") == []
-        await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+        async with failing_audit(conn):
+            page = await client.get(link)
+            failed = await client.post(link, data={"csrf": csrf_of(page.text), **joining})
+            assert failed.status_code == 503, failed.text
+            assert await rows(conn, "SELECT * FROM memberships WHERE role = 'operator'") == []
 
         page = await client.get(link)
         assert page.status_code == 200, "the link still works: nothing was used"

@@ -13,7 +13,7 @@ from core.platform.services import Services
 from tests.support.api import WEBHOOK, api_client, assert_problem, create
 from tests.support.builders import make_tenant, setup_form
 from tests.support.files import pdf
-from tests.support.records import rows
+from tests.support.records import failing_audit, rows
 from tests.support.submit import submit_client
 
 SECRET_VALUE = "Ada-visitor-7731"
@@ -168,15 +168,6 @@ async def test_mcp_reads_of_values_are_recorded_as_mcp_with_the_callers_client(
     assert (row["ip"], row["user_agent"]) == ("127.0.0.1", "an-assistant/2")
 
 
-# A failure of the audit append after the change was made, as the database reports a lost
-# server (SQLSTATE 57P01): the app answers it as unavailable.
-_FAIL_AUDIT = """
-CREATE FUNCTION fail_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '57P01'; END $$;
-CREATE TRIGGER fail_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_audit();
-"""
-
-
 async def _stored(conn: Conn) -> dict[str, int]:
     counted = await rows(
         conn,
@@ -201,12 +192,11 @@ async def test_a_change_and_its_audit_row_commit_together_or_not_at_all(
     async with api_client(services, tenant.key) as client:
         for method, path, body, action in calls:
             before = await _stored(conn)
-            await conn.execute(_FAIL_AUDIT)
-            failed = await client.request(method, path, json=body)
-            assert failed.status_code == 503, (path, failed.text)
-            assert failed.headers["retry-after"]
-            assert await _stored(conn) == before, path
-            await conn.execute("DROP TRIGGER fail_audit ON audit_log; DROP FUNCTION fail_audit()")
+            async with failing_audit(conn):
+                failed = await client.request(method, path, json=body)
+                assert failed.status_code == 503, (path, failed.text)
+                assert failed.headers["retry-after"]
+                assert await _stored(conn) == before, path
 
             made = await client.request(method, path, json=body)
             assert made.is_success, (path, made.text)
