@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from email import message_from_bytes
-
 from aiosmtpd.smtp import Envelope
 
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_destination, make_member, make_tenant, sign_in_link
 from tests.support.dashboard import csrf_of, dashboard_client
+from tests.support.mail import link_in, mailed
 from tests.support.records import failing_audit, rows
-from tests.support.settings import SENDER, with_settings
 
 
 async def _stored(conn: Conn) -> dict[str, int]:
@@ -76,20 +73,14 @@ async def test_joining_by_invitation_and_its_audit_row_commit_together_or_not_at
     services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
 ) -> None:
     acme = await make_tenant(conn)
-    mailed = with_settings(
-        services, email_provider="smtp", smtp_url=smtp_server[0], mail_from=SENDER
-    )
-    async with dashboard_client(mailed) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         invited = await client.post(
             "/v1/members",
             json={"email": "ada@example.com", "role": "operator"},
             headers=acme.headers,
         )
         assert invited.status_code == 201, invited.text
-        text = message_from_bytes(bytes(smtp_server[1][0].content)).get_payload(decode=True)
-        found = re.search(r"http://127\.0\.0\.1:8080(/app/invitations/[\w-]+)", text.decode())
-        assert found
-        link = found.group(1)
+        link = link_in(smtp_server[1][0], "/app/invitations/")
         joining = {"password": "correct horse battery", "repeat": "correct horse battery"}
 
         async with failing_audit(conn):

@@ -5,29 +5,13 @@ nor opens or posts to the page."""
 from __future__ import annotations
 
 import re
-from email import message_from_bytes
-
-from aiosmtpd.smtp import Envelope
 
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_member, make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
+from tests.support.mail import Smtp, link_in, mailed
 from tests.support.records import rows
-from tests.support.settings import SENDER, with_settings
-
-Smtp = tuple[str, list[Envelope]]
-
-
-def _mailed(services: Services, smtp: Smtp) -> Services:
-    return with_settings(services, email_provider="smtp", smtp_url=smtp[0], mail_from=SENDER)
-
-
-def _link(envelope: Envelope) -> str:
-    text = message_from_bytes(bytes(envelope.content)).get_payload(decode=True).decode()
-    found = re.search(r"http://127\.0\.0\.1:8080(/app/invitations/[\w-]+)", text)
-    assert found, text
-    return found.group(1)
 
 
 async def test_members_page__an_owner_invites_withdraws_changes_a_role_and_removes(
@@ -35,7 +19,7 @@ async def test_members_page__an_owner_invites_withdraws_changes_a_role_and_remov
 ) -> None:
     acme = await make_tenant(conn)
     viewer = await make_member(conn, acme, email="vera@example.com", role="viewer")
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         csrf = await sign_in(client, acme.key)
         page = await client.get("/app/members")
         assert page.status_code == 200
@@ -56,7 +40,7 @@ async def test_members_page__an_owner_invites_withdraws_changes_a_role_and_remov
         withdrawn = await client.post(withdraw, data={"csrf": csrf})
         assert withdrawn.status_code == 303
         assert "No invitation is waiting" in (await client.get("/app/members")).text
-        assert (await client.get(_link(envelope))).status_code == 404
+        assert (await client.get(link_in(envelope, "/app/invitations/"))).status_code == 404
 
         changed = await client.post(
             f"/app/members/{viewer}/role", data={"csrf": csrf, "role": "operator"}
@@ -83,7 +67,7 @@ async def test_members_page__is_403_for_an_admin_and_not_in_their_navigation(
 ) -> None:
     acme = await make_tenant(conn)
     owner = await make_member(conn, acme, email="olga@example.com")
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         csrf = await sign_in(client, acme.key, role="admin")
         inbox = await client.get("/app")
         assert "/app/members" not in inbox.text

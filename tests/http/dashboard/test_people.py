@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from email import message_from_bytes
 from typing import Any
 
 import pyotp
@@ -28,22 +27,11 @@ from tests.support.builders import (
     sign_in_link,
 )
 from tests.support.dashboard import DashboardClient, csrf_of, dashboard_client, sign_in
+from tests.support.mail import link_in, mailed
 from tests.support.records import rows
-from tests.support.settings import SENDER, with_settings
 
 PASSWORD = "correct horse battery"
 MARKER = "blue-bicycle-7731"
-
-
-def _mailed(services: Services, smtp: tuple[str, list[Envelope]]) -> Services:
-    return with_settings(services, email_provider="smtp", smtp_url=smtp[0], mail_from=SENDER)
-
-
-def _link_in(envelope: Envelope, path: str) -> str:
-    text = message_from_bytes(bytes(envelope.content)).get_payload(decode=True).decode()
-    found = re.search(rf"http://127\.0\.0\.1:8080({re.escape(path)}[\w-]+)", text)
-    assert found, text
-    return found.group(1)
 
 
 async def _password_sign_in(
@@ -60,8 +48,8 @@ async def test_invitation__emailed_accepted_once_signs_in_with_the_role(
     services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
 ) -> None:
     acme = await make_tenant(conn)
-    mailed = _mailed(services, smtp_server)
-    async with dashboard_client(mailed) as client:
+    sending = mailed(services, smtp_server)
+    async with dashboard_client(sending) as client:
         invited = await client.post(
             "/v1/members",
             json={"email": "Ada@Example.com", "role": "operator"},
@@ -69,7 +57,7 @@ async def test_invitation__emailed_accepted_once_signs_in_with_the_role(
         )
         assert invited.status_code == 201, invited.text
         [envelope] = smtp_server[1]
-        link = _link_in(envelope, "/app/invitations/")
+        link = link_in(envelope, "/app/invitations/")
         token = link.rsplit("/", 1)[1]
         assert token not in invited.text
         listed = await client.get("/v1/members", headers=acme.headers)
@@ -114,7 +102,7 @@ async def test_invitation__not_sent_stores_nothing_expired_is_gone(
         )
         assert_problem(logged, 503, "email_not_sent")
     assert await rows(conn, "SELECT id FROM invitations") == []
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         refused = await client.post(
             "/v1/members",
             json={"email": "nobody@example.com", "role": "viewer"},
@@ -140,7 +128,7 @@ async def test_invitation__not_sent_stores_nothing_expired_is_gone(
         )
         assert sent.status_code == 201
         await conn.execute("UPDATE invitations SET expires_at = now() - interval '1 second'")
-        expired = await client.get(_link_in(smtp_server[1][-1], "/app/invitations/"))
+        expired = await client.get(link_in(smtp_server[1][-1], "/app/invitations/"))
         assert expired.status_code == 404
     assert len(await rows(conn, "SELECT id FROM invitations")) == 1
 
@@ -150,14 +138,14 @@ async def test_invitation__an_existing_member_proves_their_password_and_joins_an
 ) -> None:
     acme, beta = await make_tenant(conn), await make_tenant(conn, name="Beta")
     await make_member(conn, acme, email="ada@example.com", password=PASSWORD)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         sent = await client.post(
             "/v1/members",
             json={"email": "ada@example.com", "role": "admin"},
             headers=beta.headers,
         )
         assert sent.status_code == 201
-        link = _link_in(smtp_server[1][0], "/app/invitations/")
+        link = link_in(smtp_server[1][0], "/app/invitations/")
         page = await client.get(link)
         assert "already has a Postbag password" in page.text
         wrong = await client.post(link, data={"csrf": csrf_of(page.text), "password": "nope"})
@@ -176,8 +164,8 @@ async def test_password_reset__emailed_once_ends_sessions_old_password_refused(
 ) -> None:
     acme = await make_tenant(conn)
     await make_member(conn, acme, email="ada@example.com", password=PASSWORD)
-    mailed = _mailed(services, smtp_server)
-    async with dashboard_client(mailed) as old, dashboard_client(mailed) as client:
+    sending = mailed(services, smtp_server)
+    async with dashboard_client(sending) as old, dashboard_client(sending) as client:
         assert (await _password_sign_in(old, "ada@example.com", PASSWORD)).status_code == 303
         page = await client.get("/app/forgot")
         unknown = await client.post(
@@ -188,10 +176,10 @@ async def test_password_reset__emailed_once_ends_sessions_old_password_refused(
         )
         assert "a link to set a new password is on its way" in unknown.text
         assert asked.text.count("on its way") == unknown.text.count("on its way")
-        await Deliverer(mailed).run_pass(now=utcnow(), budget=10)  # the email is queued
+        await Deliverer(sending).run_pass(now=utcnow(), budget=10)  # the email is queued
         [envelope] = smtp_server[1]
         assert envelope.rcpt_tos == ["ada@example.com"]
-        link = _link_in(envelope, "/app/reset/")
+        link = link_in(envelope, "/app/reset/")
         form = await client.get(link)
         new = "a new horse battery staple"
         short = await client.post(
@@ -400,8 +388,8 @@ async def test_password_reset__requests_from_one_address_are_throttled_as_sign_i
     left = (WINDOW - (utcnow() - WINDOW_EPOCH) % WINDOW).total_seconds()
     if left < 30:
         await asyncio.sleep(left + 0.1)
-    mailed = _mailed(services, smtp_server)
-    async with dashboard_client(mailed) as client:
+    sending = mailed(services, smtp_server)
+    async with dashboard_client(sending) as client:
         page = await client.get("/app/forgot")
         form = {"csrf": csrf_of(page.text), "email": "ada@example.com"}
         first = await client.post("/app/forgot", data=form)
@@ -411,5 +399,5 @@ async def test_password_reset__requests_from_one_address_are_throttled_as_sign_i
         over = await client.post("/app/forgot", data={**form, "csrf": csrf_of(page.text)})
     assert (first.status_code, over.status_code) == (200, 429)
     assert "Too many attempts" in over.text and 1 <= int(over.headers["retry-after"]) <= 600
-    await Deliverer(mailed).run_pass(now=utcnow(), budget=10)
+    await Deliverer(sending).run_pass(now=utcnow(), budget=10)
     assert len(smtp_server[1]) == 1

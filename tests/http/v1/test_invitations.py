@@ -5,11 +5,8 @@ bounds (counted at a real SMTP peer, raced), and expired invitations swept."""
 from __future__ import annotations
 
 import asyncio
-import re
-from email import message_from_bytes
 
 import httpx
-from aiosmtpd.smtp import Envelope
 
 from core.owner.members import ADDRESS_INVITATIONS_PER_DAY, ORGANIZATION_INVITATIONS_PER_DAY
 from core.platform.clock import utcnow
@@ -19,22 +16,10 @@ from core.ticks.retention import run_retention
 from tests.support.api import assert_problem
 from tests.support.builders import Tenant, make_member, make_tenant
 from tests.support.dashboard import csrf_of, dashboard_client, sign_in
+from tests.support.mail import Smtp, link_in, mailed
 from tests.support.records import rows
-from tests.support.settings import SENDER, with_settings
 
 PASSWORD = "correct horse battery"
-Smtp = tuple[str, list[Envelope]]
-
-
-def _mailed(services: Services, smtp: Smtp) -> Services:
-    return with_settings(services, email_provider="smtp", smtp_url=smtp[0], mail_from=SENDER)
-
-
-def _link(envelope: Envelope) -> str:
-    text = message_from_bytes(bytes(envelope.content)).get_payload(decode=True).decode()
-    found = re.search(r"http://127\.0\.0\.1:8080(/app/invitations/[\w-]+)", text)
-    assert found, text
-    return found.group(1)
 
 
 async def _invite(
@@ -57,10 +42,10 @@ async def test_invitations__listed_withdrawn_link_dead_audited_another_organizat
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme, other = await make_tenant(conn), await make_tenant(conn, name="Other")
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         sent = await _invite(client, acme.headers, "ada@example.com", "operator")
         theirs = await _invite(client, other.headers, "bob@example.com")
-        link = _link(smtp_server[1][0])
+        link = link_in(smtp_server[1][0], "/app/invitations/")
         listed = (await client.get("/v1/invitations", headers=acme.headers)).json()
         [pending] = listed["data"]
         assert pending["id"] == sent.json()["id"]
@@ -97,10 +82,10 @@ async def test_invitation__sent_again_replaces_the_pending_one(
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme = await make_tenant(conn)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         await _invite(client, acme.headers, "ada@example.com", "viewer")
         second = await _invite(client, acme.headers, "ADA@example.com", "admin")
-        first_link, second_link = (_link(e) for e in smtp_server[1])
+        first_link, second_link = (link_in(e, "/app/invitations/") for e in smtp_server[1])
         [pending] = (await client.get("/v1/invitations", headers=acme.headers)).json()["data"]
         assert (pending["id"], pending["role"]) == (second.json()["id"], "admin")
         assert (await client.get(first_link)).status_code == 404
@@ -113,14 +98,14 @@ async def test_invitation__refused_once_its_key_is_revoked(
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme = await make_tenant(conn)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         made = await client.post(
             "/v1/keys", json={"name": "hr", "role": "owner"}, headers=acme.headers
         )
         hr = {"Authorization": f"Bearer {made.json()['key']}"}
         assert (await _invite(client, hr, "ada@example.com", "admin")).status_code == 201
         assert (await _invite(client, hr, "bob@example.com", "admin")).status_code == 201
-        ada, bob = (_link(e) for e in smtp_server[1])
+        ada, bob = (link_in(e, "/app/invitations/") for e in smtp_server[1])
         page = await client.get(ada)  # opened while the key is live
         assert page.status_code == 200
         revoked = await client.delete(f"/v1/keys/{made.json()['id']}", headers=acme.headers)
@@ -148,15 +133,15 @@ async def test_invitation__refused_once_its_member_is_demoted_below_the_role_or_
 ) -> None:
     acme = await make_tenant(conn)
     await make_member(conn, acme, email="boss@example.com")  # the owner who stays
-    mailed = _mailed(services, smtp_server)
-    async with dashboard_client(mailed) as sender, dashboard_client(mailed) as invitee:
+    sending = mailed(services, smtp_server)
+    async with dashboard_client(sending) as sender, dashboard_client(sending) as invitee:
         member, csrf = await _member_sender(sender, acme)
         for email, role in (("ada@example.com", "admin"), ("bob@example.com", "operator")):
             invited = await sender.post(
                 "/app/members", data={"csrf": csrf, "email": email, "role": role}
             )
             assert invited.status_code == 303, invited.text
-        ada, bob = (_link(e) for e in smtp_server[1])
+        ada, bob = (link_in(e, "/app/invitations/") for e in smtp_server[1])
         [pending, _] = (await invitee.get("/v1/invitations", headers=acme.headers)).json()["data"]
         assert pending["invited_by"]["kind"] == "member" and pending["invited_by"]["id"] == member
 
@@ -180,14 +165,16 @@ async def test_invitation__accepted_while_its_member_still_holds_the_role(
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme = await make_tenant(conn)
-    mailed = _mailed(services, smtp_server)
-    async with dashboard_client(mailed) as sender, dashboard_client(mailed) as invitee:
+    sending = mailed(services, smtp_server)
+    async with dashboard_client(sending) as sender, dashboard_client(sending) as invitee:
         member, csrf = await _member_sender(sender, acme)
         await sender.post(
             "/app/members", data={"csrf": csrf, "email": "ada@example.com", "role": "operator"}
         )
         await invitee.patch(f"/v1/members/{member}", json={"role": "admin"}, headers=acme.headers)
-        assert (await _accept(invitee, _link(smtp_server[1][0]))).status_code == 303
+        assert (
+            await _accept(invitee, link_in(smtp_server[1][0], "/app/invitations/"))
+        ).status_code == 303
     assert len(await rows(conn, "SELECT 1 FROM memberships WHERE role = 'operator'")) == 1
 
 
@@ -195,7 +182,7 @@ async def test_invitations__the_fourth_to_one_address_in_a_day_is_429_and_no_ema
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme = await make_tenant(conn)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         answers = [await _invite(client, acme.headers, "ada@example.com") for _ in range(20)]
         others = await _invite(client, acme.headers, "bob@example.com")
     assert [a.status_code for a in answers[:ADDRESS_INVITATIONS_PER_DAY]] == [201] * 3
@@ -215,7 +202,7 @@ async def test_invitations__raced_to_one_address_only_the_daily_bound_is_sent(
     """Each invitation counts the day's under the organization's lock: eight at once send
     three."""
     acme = await make_tenant(conn)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         answers = await asyncio.gather(
             *(_invite(client, acme.headers, "ada@example.com") for _ in range(8))
         )
@@ -228,7 +215,7 @@ async def test_invitations__past_the_organizations_daily_bound_is_429_and_no_ema
     services: Services, conn: Conn, smtp_server: Smtp
 ) -> None:
     acme, other = await make_tenant(conn), await make_tenant(conn, name="Other")
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         for n in range(ORGANIZATION_INVITATIONS_PER_DAY):
             sent = await _invite(client, acme.headers, f"person{n}@example.com")
             assert sent.status_code == 201, sent.text
@@ -245,7 +232,7 @@ async def test_invitations__past_the_organizations_daily_bound_is_429_and_no_ema
     ]
     # A day later the organization may invite again.
     await conn.execute("UPDATE invitations SET created_at = created_at - interval '1 day'")
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         assert (await _invite(client, acme.headers, "one-more@example.com")).status_code == 201
 
 
@@ -254,7 +241,7 @@ async def test_retention__sweeps_expired_invitations_and_keeps_live_ones(
 ) -> None:
     acme = await make_tenant(conn)
     await make_member(conn, acme)
-    async with dashboard_client(_mailed(services, smtp_server)) as client:
+    async with dashboard_client(mailed(services, smtp_server)) as client:
         old = (await _invite(client, acme.headers, "old@example.com")).json()["id"]
         live = (await _invite(client, acme.headers, "new@example.com")).json()["id"]
         await conn.execute(
@@ -265,4 +252,6 @@ async def test_retention__sweeps_expired_invitations_and_keeps_live_ones(
         stats = await run_retention(services, now=utcnow(), budget=10)
         assert stats["invitations_swept"] == 1
         assert [r["id"] for r in await rows(conn, "SELECT id FROM invitations")] == [live]
-        assert (await client.get(_link(smtp_server[1][0]))).status_code == 404
+        assert (
+            await client.get(link_in(smtp_server[1][0], "/app/invitations/"))
+        ).status_code == 404

@@ -25,7 +25,7 @@ from tests.support.api import (
     served_operations,
 )
 from tests.support.builders import Tenant, make_member, make_tenant
-from tests.support.settings import SENDER, with_settings
+from tests.support.mail import mailed
 from tests.support.submit import submit_client
 
 
@@ -235,17 +235,12 @@ def _body(method: str, path: str, ids: dict[str, str]) -> dict[str, Any] | None:
     }
 
 
-def _mailed(services: Services, smtp_server: tuple[str, list[Any]]) -> Services:
-    """Invitations are emailed (the `log` provider would refuse them)."""
-    return with_settings(services, email_provider="smtp", smtp_url=smtp_server[0], mail_from=SENDER)
-
-
 async def test_scoping__another_organizations_objects_are_404(
     services: Services, conn: Conn, smtp_server: tuple[str, list[Any]]
 ) -> None:
     owner = await make_tenant(conn, name="Owner", plan="pro")
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
-    async with api_client(_mailed(services, smtp_server)) as client:
+    async with api_client(mailed(services, smtp_server)) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)
         before = await _snapshot(client, owner, theirs)
@@ -296,7 +291,7 @@ async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
     audited = _audited()
     refused, recorded = {}, {}
-    async with api_client(_mailed(services, smtp_server)) as client:
+    async with api_client(mailed(services, smtp_server)) as client:
         mine = await _world(client, services, conn, intruder)
         for method, path in sorted(OPERATIONS, key=_own_order):
             trail = await _trail(conn, intruder)
@@ -342,7 +337,7 @@ async def test_scoping__a_route_to_another_organizations_destination_is_404(
 ) -> None:
     owner = await make_tenant(conn, name="Owner", plan="pro")
     intruder = await make_tenant(conn, name="Intruder", plan="pro")
-    async with api_client(_mailed(services, smtp_server)) as client:
+    async with api_client(mailed(services, smtp_server)) as client:
         theirs = await _world(client, services, conn, owner)
         mine = await _world(client, services, conn, intruder)
         response = await client.post(

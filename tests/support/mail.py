@@ -1,0 +1,29 @@
+"""Installation mail in tests: the app sending through the test's SMTP peer, and the
+one-time links its emails hold."""
+
+from __future__ import annotations
+
+import re
+from email import message_from_bytes
+
+from aiosmtpd.smtp import Envelope
+
+from core.platform.services import Services
+from tests.support.settings import SENDER, with_settings
+
+# The `smtp_server` fixture: the peer's URL and the envelopes it received.
+Smtp = tuple[str, list[Envelope]]
+
+
+def mailed(services: Services, smtp: Smtp) -> Services:
+    """The services sending email through the test's SMTP peer."""
+    return with_settings(services, email_provider="smtp", smtp_url=smtp[0], mail_from=SENDER)
+
+
+def link_in(envelope: Envelope, path: str) -> str:
+    """The path of the one-time link under `path` (`/app/invitations/`, `/app/reset/`) that
+    an email holds."""
+    text = message_from_bytes(bytes(envelope.content)).get_payload(decode=True).decode()
+    found = re.search(rf"http://127\.0\.0\.1:8080({re.escape(path)}[\w-]+)", text)
+    assert found, text
+    return found.group(1)
