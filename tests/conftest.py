@@ -12,7 +12,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,7 +20,6 @@ from typing import Any
 
 import boto3
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -33,6 +31,7 @@ from core.platform.migrate import migrate
 from core.platform.services import Services
 from core.schemas.checker import close_schema_checker
 from tests.support.databases import Clones, create_database, database_url, drop_database
+from tests.support.mail import smtp_peer
 from tests.support.settings import SENDER, built_services
 
 SES_REGION = "eu-west-1"
@@ -227,12 +226,5 @@ def smtp_server() -> Iterator[tuple[str, list[Envelope]]]:
             received.append(envelope)
             return "250 Message accepted for delivery"
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield f"smtp://127.0.0.1:{port}", received
-    finally:
-        controller.stop()
+    with smtp_peer(Handler()) as url:
+        yield url, received

@@ -4,15 +4,32 @@ one-time links its emails hold."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from email import message_from_bytes
+from typing import Any
 
+from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from core.platform.services import Services
+from tests.support.peers import free_port
 from tests.support.settings import SENDER, with_settings
 
 # The `smtp_server` fixture: the peer's URL and the envelopes it received.
 Smtp = tuple[str, list[Envelope]]
+
+
+@contextmanager
+def smtp_peer(handler: Any) -> Iterator[str]:
+    """A real SMTP server on loopback (aiosmtpd) answering with `handler`; its URL."""
+    port = free_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield f"smtp://127.0.0.1:{port}"
+    finally:
+        controller.stop()
 
 
 def mailed(services: Services, smtp: Smtp) -> Services:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from core.http.api_app import create_api_app
@@ -33,6 +31,7 @@ from core.platform.services import Services
 from tests.support.builders import make_member, make_tenant
 from tests.support.dashboard import csrf_of, dashboard_client
 from tests.support.fuzzing import served
+from tests.support.mail import smtp_peer
 from tests.support.peers import closed_port
 from tests.support.records import rows
 from tests.support.settings import SENDER, with_settings
@@ -75,15 +74,8 @@ def _slow_smtp() -> Iterator[tuple[str, list[Envelope]]]:
             received.append(envelope)
             return "250 Message accepted for delivery"
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield f"smtp://127.0.0.1:{port}", received
-    finally:
-        controller.stop()
+    with smtp_peer(Handler()) as url:
+        yield url, received
 
 
 async def _forgot(client: httpx.AsyncClient, email: str, **headers: str) -> httpx.Response:
