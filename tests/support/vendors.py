@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -372,19 +373,29 @@ class Wired:
     destination: str
 
 
-async def wire(services: Services, conn: Conn, destination: dict[str, Any]) -> Wired:
+async def wire(
+    services: Services,
+    conn: Conn,
+    destination: dict[str, Any],
+    *,
+    route: dict[str, Any] | None = None,
+    form: dict[str, Any] | None = None,
+) -> Wired:
     """Through /v1: a form with labels, the destination `destination` describes, a route."""
     acme = await make_tenant(conn, plan="pro")
+    labels = {"email": "Email", "seats": "Seats"}
     async with api_client(services) as client:
-        form = await create(
-            client,
-            acme,
-            "/v1/forms",
-            {"name": "Signup", "labels": {"email": "Email", "seats": "Seats"}},
+        made_form = await create(
+            client, acme, "/v1/forms", {"name": "Signup", "labels": labels, **(form or {})}
         )
         made = await create(client, acme, "/v1/destinations", {"name": "Table", **destination})
-        await create(client, acme, f"/v1/forms/{form['id']}/routes", {"destination_id": made["id"]})
-    return Wired(acme, form["id"], made["id"])
+        await create(
+            client,
+            acme,
+            f"/v1/forms/{made_form['id']}/routes",
+            {"destination_id": made["id"], **(route or {})},
+        )
+    return Wired(acme, made_form["id"], made["id"])
 
 
 async def post(services: Services, form: str, data: dict[str, str]) -> str:
@@ -398,10 +409,10 @@ async def post(services: Services, form: str, data: dict[str, str]) -> str:
     return receipt
 
 
-async def deliver(services: Services) -> None:
+async def deliver(services: Services, now: datetime | None = None) -> None:
     """One pass of the deliver tick."""
     await Deliverer(services, options=WorkerOptions(timeout=5, margin=0.1)).run_pass(
-        now=utcnow(), budget=10
+        now=now or utcnow(), budget=10
     )
 
 
