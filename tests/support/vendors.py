@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
