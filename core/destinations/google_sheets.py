@@ -154,6 +154,13 @@ class GoogleSheetsAdapter(BaseAdapter):
     def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:  # noqa: ARG002 - the interface's signature
         return dict(summary)
 
+    async def test(
+        self, config: AdapterConfig, sample: Mapping[str, Any], ctx: DeliveryContext
+    ) -> Result:
+        # The sample's fields would stay in the header as columns of their own: the test row
+        # holds the time and `sub_test` only.
+        return await self.deliver(self.stored(config), {**sample, "values": {}}, ctx)
+
     async def deliver(
         self, target: Mapping[str, Any], payload: Mapping[str, Any], ctx: DeliveryContext
     ) -> Result:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from urllib.parse import unquote, urlsplit
 
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from core.ticks.digests import run_digests
 from tests.support.api import Recorder, api_client, assert_problem
 from tests.support.builders import make_tenant
 from tests.support.peers import receiver
@@ -147,7 +149,7 @@ async def test_google_sheets__a_401_from_sheets_ends_the_delivery_credentials_re
     }
 
 
-async def test_google_sheets__the_test_send_appends_a_row_and_the_key_is_write_only(
+async def test_google_sheets__the_test_send_appends_a_bare_row_and_the_key_is_write_only(
     services: Services, conn: Conn
 ) -> None:
     key = service_account_key()
@@ -160,6 +162,8 @@ async def test_google_sheets__the_test_send_appends_a_row_and_the_key_is_write_o
         async with api_client(sheets, recorder=recorder) as client:
             listed = await client.get("/v1/destinations", headers=wired.tenant.headers)
     assert (answer["ok"], answer["detail"]) == (True, "sent (HTTP 200)")
+    # The sample's fields add no columns to the owner's header.
+    assert double.header(SHEET) == ["Submitted at", "Receipt"]
     [row] = double.data(SHEET)
     assert row[1] == ("text", "sub_test")
     [shown] = [d for d in listed.json()["data"] if d["id"] == wired.destination]
@@ -183,3 +187,28 @@ async def test_google_sheets__a_credential_that_is_no_google_json_is_refused(
         refused = await client.post("/v1/destinations", json=body, headers=acme.headers)
         assert_problem(refused, 422, "invalid_config")
     assert await rows(conn, "SELECT 1 FROM destinations") == []
+
+
+async def test_google_sheets__a_digest_appends_a_row_per_listed_submission(
+    services: Services, conn: Conn
+) -> None:
+    double = GoogleSheets()
+    with receiver(double.respond) as peer:
+        sheets = _sheets(services, double, peer.url)
+        wired = await wire(
+            sheets,
+            conn,
+            _destination(service_account_key()),
+            route={"mode": "digest", "period": "daily"},
+        )
+        receipts = [await post(sheets, wired.form, {"name": n}) for n in ("Ada", "Grace")]
+        closed = utcnow() + timedelta(days=1, hours=1)
+        await run_digests(sheets, now=closed, budget=10)
+        await deliver(sheets, now=closed)
+    appends = [r for r in peer.requests if r.method == "POST" and r.path != "/token"]
+    assert len(appends) == 1
+    assert double.header(SHEET) == ["Submitted at", "Receipt", "name"]
+    assert [[v for _, v in row[1:]] for row in double.data(SHEET)] == [
+        [receipts[0], "Ada"],
+        [receipts[1], "Grace"],
+    ]

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from core.ticks.digests import run_digests
 from tests.support.api import Recorder, api_client, assert_problem
 from tests.support.builders import make_tenant
 from tests.support.peers import receiver
@@ -155,3 +159,21 @@ async def test_notion__a_bad_database_id_or_token_is_refused(
         refused = await client.post("/v1/destinations", json=bad_token, headers=acme.headers)
         assert_problem(refused, 422, "invalid_secret")
     assert await rows(conn, "SELECT 1 FROM destinations") == []
+
+
+async def test_notion__a_digest_is_one_page_titled_by_its_subject(
+    services: Services, conn: Conn
+) -> None:
+    double = Notion()
+    with receiver(double.respond) as peer:
+        notion = with_settings(services, notion_url=peer.url)
+        wired = await wire(notion, conn, DESTINATION, route={"mode": "digest", "period": "daily"})
+        receipts = [await post(notion, wired.form, {"name": n}) for n in ("Ada", "Grace")]
+        closed = utcnow() + timedelta(days=1, hours=1)
+        await run_digests(notion, now=closed, budget=10)
+        await deliver(notion, now=closed)
+    [page] = double.pages
+    [title] = page["properties"]["Name"]["title"]
+    assert title["text"]["content"].startswith("2 new submissions to Signup (")
+    content = "\n".join(page_lines(page))
+    assert all(receipt in content for receipt in receipts)
