@@ -182,7 +182,8 @@ async def test_google_sheets_destination__added_with_its_json_key_and_test_sent_
             (dest,) = await rows(conn, "SELECT id, config FROM destinations")
             tested = await client.post(f"/app/destinations/{dest['id']}/test", data={"csrf": token})
             listing = (await client.get("/app/destinations")).text
-    assert tested.status_code in (200, 303), tested.text
+    assert tested.status_code == 200, tested.text
+    assert f"Test to <code>{dest['id']}</code>: delivered — sent (HTTP 200)" in tested.text
     assert dest["config"] == {"spreadsheet_id": SPREADSHEET, "sheet": "Sheet1"}
     assert [cells[1] for cells in double.data("Sheet1")] == [("text", "sub_test")]
     assert "PRIVATE KEY" not in listing
