@@ -6,8 +6,11 @@ access to the base). A send reads the base's schema (`GET /v0/meta/bases/{base}/
 finds the table by id or name, and fills each of its fields that is named like a submitted
 field (or its label, or `Receipt`, `Submitted at`), however its case is spelled; then
 creates the records (`POST /v0/{base}/{table}`, at most 10 a request: a digest's listed
-submissions go in batches). Values take the field's type (a number field a number, a
-checkbox yes or no, a multiple select a list); `typecast` is off, so Airtable creates
+submissions go in batches). When the table has a text field `Receipt`, the records are
+upserted on it instead (`PATCH` with `performUpsert`): a send made again after a lost
+answer, or a digest's batches sent again after one failed, update the records they made.
+Values take the field's type (a number field a number, a checkbox yes or no, a multiple
+select a list); `typecast` is off, so Airtable creates
 nothing the owner did not make, no select option included: a value a field cannot take is
 refused (422, the delivery ends `http_422`, Airtable's words in the attempt's excerpt). A
 field the table does not have is not sent, and a computed field is never written.
@@ -32,7 +35,17 @@ from pydantic import Field
 from core import __version__
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.tables import Deadline, Row, key, match, number, refusal, rows, text
+from core.destinations.tables import (
+    RECEIPT,
+    Deadline,
+    Row,
+    key,
+    match,
+    number,
+    refusal,
+    rows,
+    text,
+)
 from core.platform.fields import truthy
 
 # Records one create request takes.
@@ -58,6 +71,8 @@ _TEXTS = frozenset(
         "dateTime",
     }
 )
+# The field types an upsert may merge on that hold a receipt.
+_MERGEABLE = frozenset({"singleLineText", "multilineText"})
 # The field types a record may be given (the others are computed or link to other tables).
 WRITABLE = _NUMBERS | _TEXTS | {"checkbox", "multipleSelects"}
 
@@ -159,13 +174,19 @@ class AirtableAdapter(BaseAdapter):
         kinds = {str(f["name"]): str(f["type"]) for f in fields}
         records = [{"fields": record(row, columns, kinds)} for row in rows(payload, ctx.template)]
         url = f"{api}/v0/{base}/{quote(str(table['id']), safe='')}"
+        receipts = match(columns, RECEIPT, {})
+        merge = receipts if receipts is not None and kinds[receipts] in _MERGEABLE else None
         result = schema.result
         for start in range(0, len(records), BATCH):
             await asyncio.sleep(PAUSE)
-            body = {"records": records[start : start + BATCH], "typecast": False}
+            body: dict[str, Any] = {"records": records[start : start + BATCH], "typecast": False}
+            if merge is not None:
+                # An upsert on the receipt: a retry after a lost answer updates the record
+                # it made instead of making a second.
+                body["performUpsert"] = {"fieldsToMergeOn": [merge]}
             created = await http.request(
                 ctx.http,
-                "POST",
+                "PATCH" if merge is not None else "POST",
                 url,
                 content=json.dumps(body, ensure_ascii=False).encode(),
                 headers=headers,

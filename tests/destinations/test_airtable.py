@@ -163,3 +163,23 @@ async def test_airtable__a_bad_base_or_token_is_refused(services: Services, conn
         refused = await client.post("/v1/destinations", json=bad_token, headers=acme.headers)
         assert_problem(refused, 422, "invalid_secret")
     assert await rows(conn, "SELECT 1 FROM destinations") == []
+
+
+async def test_airtable__a_send_made_again_after_a_lost_answer_updates_its_record(
+    services: Services, conn: Conn
+) -> None:
+    double = Airtable(lose_answers=1)
+    with receiver(double.respond) as peer:
+        tables = with_settings(services, airtable_url=peer.url)
+        wired = await wire(tables, conn, DESTINATION)
+        receipt = await post(tables, wired.form, {"name": "Ada"})
+        await deliver(tables)
+        [lost] = await rows(conn, "SELECT status, last_detail FROM deliveries")
+        await conn.execute("UPDATE deliveries SET next_attempt_at = now()")
+        await deliver(tables)
+    assert lost == {"status": "failed", "last_detail": "http_503"}
+    assert double.records == [{"Receipt": receipt, "Name": "Ada"}]
+    upserts = [json.loads(r.body) for r in peer.requests if r.method == "PATCH"]
+    assert [u["performUpsert"] for u in upserts] == [{"fieldsToMergeOn": ["Receipt"]}] * 2
+    [row] = await rows(conn, "SELECT status FROM deliveries")
+    assert row["status"] == "sent"

@@ -249,11 +249,13 @@ AIRTABLE_TABLE = {
 @dataclass
 class Airtable(Double):
     """Airtable's Web API on one base with one table (`AIRTABLE_TABLE`): the schema, and
-    record creation as `typecast: false` does it."""
+    record creation (or an upsert, `PATCH` with `performUpsert`) as `typecast: false` does
+    it."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     creates: list[int] = field(default_factory=list)
     revoked: bool = False
+    lose_answers: int = 0
 
     def respond(self, request: Request) -> Answer:
         queued = self.failure()
@@ -265,11 +267,22 @@ class Airtable(Double):
         path = urlsplit(request.path).path
         if request.method == "GET" and path == f"/v0/meta/bases/{AIRTABLE_BASE}/tables":
             return _json(200, {"tables": [AIRTABLE_TABLE]})
-        if request.method == "POST" and path == f"/v0/{AIRTABLE_BASE}/{AIRTABLE_TABLE['id']}":
-            return self._create(json.loads(request.body))
+        records_path = f"/v0/{AIRTABLE_BASE}/{AIRTABLE_TABLE['id']}"
+        if request.method in ("POST", "PATCH") and path == records_path:
+            answer = self._create(json.loads(request.body), upsert=request.method == "PATCH")
+            if answer[0] == 200 and self.lose_answers > 0:
+                # Stored, but the answer is lost on its way back.
+                self.lose_answers -= 1
+                return _json(503, {"error": "SERVICE_UNAVAILABLE"})
+            return answer
         return _json(404, {"error": "NOT_FOUND"})
 
-    def _create(self, body: dict[str, Any]) -> Answer:
+    def _create(self, body: dict[str, Any], *, upsert: bool) -> Answer:
+        merge: list[str] = []
+        if upsert:
+            merge = (body.get("performUpsert") or {}).get("fieldsToMergeOn") or []
+            if not 1 <= len(merge) <= 3:
+                return self.refuse("INVALID_REQUEST: fieldsToMergeOn", 422)
         records = body.get("records")
         if not isinstance(records, list) or not 1 <= len(records) <= 10:
             return self.refuse("records must be 1 to 10", 422)
@@ -293,8 +306,17 @@ class Airtable(Double):
         self.creates.append(len(records))
         made = []
         for record in records:
-            made.append({"id": f"rec{len(self.records):014d}", "fields": record["fields"]})
-            self.records.append(record["fields"])
+            fields = record["fields"]
+            same = [
+                at
+                for at, kept in enumerate(self.records)
+                if merge and all(kept.get(name) == fields.get(name) for name in merge)
+            ]
+            if same:
+                self.records[same[0]] = {**self.records[same[0]], **fields}
+            else:
+                self.records.append(fields)
+            made.append({"id": f"rec{(same or [len(self.records) - 1])[0]:014d}", "fields": fields})
         return _json(200, {"records": made})
 
 
