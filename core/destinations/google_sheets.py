@@ -66,7 +66,7 @@ class GoogleSheetsConfig(AdapterConfig):
         description="the tab rows are appended to (its header row is row 1)",
         min_length=1,
         max_length=100,
-        pattern=r"^[^\x00-\x1f\x7f\[\]*?/\\:]+$",
+        pattern=r"^[^\x00-\x1f\x7f]+$",
     )
 
 

@@ -25,7 +25,8 @@ from tests.support.vendors import (
     wire,
 )
 
-SHEET = "Form responses"
+# Quoted in A1 notation, its apostrophes doubled.
+SHEET = "Q4 leads: 'web'"
 
 
 def _sheets(services: Services, double: GoogleSheets, url: str) -> Services:
@@ -64,7 +65,8 @@ async def test_google_sheets__rows_follow_a_header_kept_in_step_with_the_form(
         assert request.headers["Authorization"] == "Bearer ya29.token-1"
         assert "valueInputOption=RAW" in urlsplit(request.path).query
     append = unquote(urlsplit(writes[1].path).path)
-    assert append == f"/v4/spreadsheets/{SPREADSHEET}/values/'{SHEET}'!A1:append"
+    quoted = "'Q4 leads: ''web'''"
+    assert append == f"/v4/spreadsheets/{SPREADSHEET}/values/{quoted}!A1:append"
     sent = await rows(conn, "SELECT status FROM deliveries ORDER BY created_at")
     assert [row["status"] for row in sent] == ["sent", "sent"]
 
