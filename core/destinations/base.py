@@ -85,8 +85,9 @@ class Result:
     happened, `excerpt` is at most 512 characters of the answer, and `retry_after` is the
     peer's requested wait in seconds (at most 6 h), if it gave a valid one. `skip_reason` ends the
     delivery `skipped` without a send (the `log` email provider: printed, never sent).
-    Only the excerpt holds the receiver's words (which may echo values): `summary` is a
-    class Postbag names.
+    `reason` names a failure the status alone does not say (`credentials_rejected` for a
+    vendor's 401). Only the excerpt holds the receiver's words (which may echo values):
+    `summary` is a class Postbag names.
     """
 
     ok: bool
@@ -96,6 +97,7 @@ class Result:
     excerpt: str | None = None
     retry_after: float | None = None
     skip_reason: DeliverySkipReason | None = None
+    reason: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,6 +108,8 @@ class Result:
             return f"sent (HTTP {self.http_status})" if self.http_status else "sent"
         if self.skip_reason:
             return self.skip_reason
+        if self.reason:
+            return self.reason
         if self.http_status is not None:
             return f"http_{self.http_status}"
         return self.error_class or "failed"

@@ -1,5 +1,6 @@
-"""The process's shared HTTP client, and one POST as adapters send it: no redirects, a hard
-timeout, a short excerpt kept, the answer classified (docs/delivery.md).
+"""The process's shared HTTP client, and one request as adapters send it (a POST, or a vendor
+API's GET and PUT): no redirects, a hard timeout, a short excerpt kept, the answer
+classified (docs/delivery.md).
 
 `classify_status` and `parse_retry_after` are pure: what an HTTP answer means for a
 delivery, and how long it asks to wait. The outbox turns that into the next attempt's time
@@ -107,6 +108,22 @@ async def close_shared_client() -> None:
         await asyncio.sleep(0)
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One classified request: its `result`, and the first `read_limit` bytes of the answer
+    (a vendor API's JSON, which the adapter reads further)."""
+
+    result: Result
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
 async def post(
     session: aiohttp.ClientSession,
     url: str,
@@ -124,27 +141,55 @@ async def post(
     name TLS presents and verifies when `url` names the address the SSRF guard checked
     instead of the host.
     """
+    reply = await request(
+        session,
+        "POST",
+        url,
+        content=content,
+        headers=headers,
+        timeout=timeout,
+        server_hostname=server_hostname,
+        retry_after=retry_after,
+    )
+    return reply.result
+
+
+async def request(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    content: bytes | None = None,
+    headers: Mapping[str, str],
+    timeout: float,
+    server_hostname: str | None = None,
+    retry_after: Callable[[bytes], float | None] | None = None,
+    read_limit: int = _READ_LIMIT,
+) -> Reply:
+    """One request of any method, classified as `post` classifies its answer, with the
+    first `read_limit` bytes of the body; never raises for I/O."""
     body = bytearray()
     try:
         async with asyncio.timeout(timeout):
-            async with session.post(
+            async with session.request(
+                method,
                 url,
                 data=content,
                 headers=headers,
                 allow_redirects=False,
                 server_hostname=server_hostname,
             ) as response:
-                while len(body) < _READ_LIMIT:
-                    chunk = await response.content.read(_READ_LIMIT - len(body))
+                while len(body) < read_limit:
+                    chunk = await response.content.read(read_limit - len(body))
                     if not chunk:
                         break
                     body.extend(chunk)
     except TimeoutError:
-        return Result(ok=False, retryable=True, error_class="timeout")
+        return Reply(Result(ok=False, retryable=True, error_class="timeout"), b"")
     except aiohttp.ClientConnectorError:
-        return Result(ok=False, retryable=True, error_class="connection_error")
+        return Reply(Result(ok=False, retryable=True, error_class="connection_error"), b"")
     except aiohttp.ClientError as exc:
-        return Result(ok=False, retryable=True, error_class=_error_name(exc))
+        return Reply(Result(ok=False, retryable=True, error_class=_error_name(exc)), b"")
     raw = bytes(body)
     excerpt = raw.decode("utf-8", errors="replace")[:EXCERPT_CHARS] or None
     verdict = classify_status(response.status)
@@ -157,13 +202,14 @@ async def post(
             wait = max(hint, wait or 0.0)
         if wait is not None:
             wait = min(wait, MAX_RETRY_AFTER)
-    return Result(
+    result = Result(
         ok=verdict is Verdict.SENT,
         retryable=verdict is Verdict.RETRY,
         http_status=response.status,
         excerpt=excerpt,
         retry_after=wait,
     )
+    return Reply(result, raw)
 
 
 def _error_name(exc: Exception) -> str:

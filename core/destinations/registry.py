@@ -10,13 +10,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from core.destinations import discord, email, slack, teams, telegram, webhook
+from core.destinations import (
+    airtable,
+    discord,
+    email,
+    google_sheets,
+    notion,
+    slack,
+    teams,
+    telegram,
+    webhook,
+)
 from core.destinations.base import Adapter
 
 ADAPTERS: Mapping[str, Adapter] = MappingProxyType(
     {
         module.adapter.type: module.adapter
-        for module in (webhook, email, telegram, slack, discord, teams)
+        for module in (
+            webhook,
+            email,
+            telegram,
+            slack,
+            discord,
+            teams,
+            google_sheets,
+            airtable,
+            notion,
+        )
     }
 )
 

@@ -69,6 +69,12 @@ class Settings:
     hcaptcha_verify_url: str = "https://api.hcaptcha.com/siteverify"
     recaptcha_verify_url: str = "https://www.google.com/recaptcha/api/siteverify"
     akismet_url: str = "https://rest.akismet.com/1.1/comment-check"
+    # The vendor APIs of the google_sheets, airtable and notion destinations: fixed public
+    # hosts; the operator's to change (a test double, a self-hoster's proxy), never a tenant's.
+    google_sheets_url: str = "https://sheets.googleapis.com"
+    google_token_url: str = "https://oauth2.googleapis.com/token"
+    airtable_url: str = "https://api.airtable.com"
+    notion_url: str = "https://api.notion.com"
     allow_private_targets: bool = False
     trusted_proxies: list[str] = field(default_factory=list)
     db_pooler: DbPooler = "none"
@@ -252,6 +258,10 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "hcaptcha_verify_url": _http_url,
     "recaptcha_verify_url": _http_url,
     "akismet_url": _http_url,
+    "google_sheets_url": _http_url,
+    "google_token_url": _http_url,
+    "airtable_url": _http_url,
+    "notion_url": _http_url,
     "allow_private_targets": _flag,
     "trusted_proxies": _address_list,
     "db_pooler": _one_of("none", "transaction"),

@@ -103,6 +103,8 @@ def receiver(
 
         do_POST = _serve
         do_GET = _serve
+        do_PUT = _serve
+        do_PATCH = _serve
 
     class Server(ThreadingHTTPServer):
         request_queue_size = 512

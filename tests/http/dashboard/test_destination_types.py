@@ -17,7 +17,9 @@ from tests.support.builders import make_form, make_route, make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver
 from tests.support.records import rows
+from tests.support.settings import with_settings
 from tests.support.submit import submit_client
+from tests.support.vendors import SPREADSHEET, GoogleSheets, service_account_key
 
 CHAT_TYPES = sorted(name for name, adapter in ADAPTERS.items() if adapter.secret_field)
 TOKEN = "url-token-that-is-the-secret-4421"
@@ -150,3 +152,38 @@ async def test_chat_destination__added_delivered_and_rotated_in_the_dashboard(
     assert len(first.requests) == 1
     [later] = second.requests
     assert later.path == f"/hook/{TOKEN}-2" and b"Second" in later.body
+
+
+async def test_google_sheets_destination__added_with_its_json_key_and_test_sent_in_the_dashboard(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    double = GoogleSheets()
+    with receiver(double.respond) as peer:
+        double.url = peer.url
+        sheets = with_settings(
+            services, google_sheets_url=peer.url, google_token_url=peer.url + "/token"
+        )
+        async with dashboard_client(sheets) as client:
+            token = await sign_in(client, tenant.key)
+            added = await client.post(
+                "/app/destinations",
+                data={
+                    "csrf": token,
+                    "type": "google_sheets",
+                    "name": "Responses",
+                    "spreadsheet_id": SPREADSHEET,
+                    "sheet": "Sheet1",
+                    # Pasted into a one-line input: the file's line breaks are gone.
+                    "secret": service_account_key().replace("\n", ""),
+                },
+            )
+            assert added.status_code == 303, added.text
+            (dest,) = await rows(conn, "SELECT id, config FROM destinations")
+            tested = await client.post(f"/app/destinations/{dest['id']}/test", data={"csrf": token})
+            listing = (await client.get("/app/destinations")).text
+    assert tested.status_code == 200, tested.text
+    assert f"Test to <code>{dest['id']}</code>: delivered — sent (HTTP 200)" in tested.text
+    assert dest["config"] == {"spreadsheet_id": SPREADSHEET, "sheet": "Sheet1"}
+    assert [cells[1] for cells in double.data("Sheet1")] == [("text", "sub_test")]
+    assert "PRIVATE KEY" not in listing
