@@ -14,12 +14,17 @@ import psycopg
 
 from core.platform.logs import log
 from core.platform.queries import queries
+from core.platform.vocabulary import HistoryTable
 from core.ticks.maintenance import PassContext, prune
 
 HISTORY_DAYS = 90
 # Weeks kept ready after the current one, so a late tick never sends a row to the default.
 WEEKS_AHEAD = 4
-HISTORY_TABLES = {"events": "events_pruned", "delivery_attempts": "attempts_pruned"}
+# Each partitioned table, with the counter of its rows pruned in batches.
+HISTORY_TABLES: dict[HistoryTable, str] = {
+    "events": "events_pruned",
+    "delivery_attempts": "attempts_pruned",
+}
 
 
 def week_start(at: datetime) -> datetime:
