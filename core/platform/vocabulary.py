@@ -79,6 +79,9 @@ DeliverySkipReason = Literal[
 # delivery_attempts.outcome: `fenced` when the claim had passed to another worker.
 AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]
 
+# history_partitions.parent: the tables kept in weekly partitions (docs/scale.md).
+HistoryTable = Literal["events", "delivery_attempts"]
+
 # routes.mode
 RouteMode = Literal["immediate", "digest"]
 # routes.period

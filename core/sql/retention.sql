@@ -106,11 +106,28 @@ UPDATE destinations d
    AND (d2.health_stats IS NULL
         OR (d2.health_stats ->> 'computed_at')::timestamptz <= %(now)s - interval '5 minutes')
 
--- name: prune_events
--- Up to `limit` events older than `before`, oldest first, deleted (the history period).
-DELETE FROM events
- WHERE id IN (SELECT id FROM events WHERE created_at < %(before)s
-               ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+-- name: add_history_week
+-- The week starting at `week_start` as a partition of `parent`, unless one covers it (the
+-- function is in migrations/0061_weekly_history.sql); true when it was created.
+SELECT history_week_add(%(parent)s, %(week_start)s) AS changed
+
+-- name: history_partitions_past
+-- The dated history partitions whose every row started before `before`, oldest first.
+SELECT name FROM history_partitions WHERE range_end <= %(before)s ORDER BY range_end, name
+
+-- name: history_lock_timeout
+-- How long attaching or dropping a partition waits for a reader of its table before the
+-- next tick tries.
+SET LOCAL lock_timeout = '1s'
+
+-- name: drop_history_partition
+-- Detach and drop one dated history partition.
+SELECT history_partition_drop(%(name)s) AS dropped
+
+-- name: prune_history_leftovers
+-- Up to `limit` rows of `parent` older than `before` deleted from its legacy and default
+-- partitions (the rows no dated partition holds); the number deleted.
+SELECT history_prune_leftovers(%(parent)s, %(before)s, %(limit)s) AS deleted
 
 -- name: prune_notifications
 -- Up to `limit` handled owner's notices written before `before` (the history period).
@@ -133,12 +150,6 @@ DELETE FROM spam_fingerprints
  WHERE (form_id, fingerprint) IN (
         SELECT form_id, fingerprint FROM spam_fingerprints
          WHERE window_start < %(before)s ORDER BY window_start LIMIT %(limit)s)
-
--- name: prune_delivery_attempts
--- Up to `limit` delivery attempts started before `before`, oldest first, deleted.
-DELETE FROM delivery_attempts
- WHERE id IN (SELECT id FROM delivery_attempts WHERE started_at < %(before)s
-               ORDER BY started_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 
 -- name: prune_acknowledgement_counts
 -- Up to `limit` per-address acknowledgement counts of UTC days before `before`'s deleted:

@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "streams": [],
     "cloud": [],
     "bomb": [],
+    "history": [],
 }
 # What a smoke run may take before it counts as failed (a benchmark that hangs).
 TIMEOUT = 300.0

@@ -15,8 +15,9 @@ async def _tenant_tables(conn: Conn) -> list[str]:
     cur = await conn.execute(
         """SELECT c.table_name FROM information_schema.columns c
              JOIN information_schema.tables t USING (table_schema, table_name)
+             JOIN pg_class r ON r.oid = to_regclass(c.table_name)
             WHERE c.table_schema = 'public' AND c.column_name = 'organization_id'
-              AND t.table_type = 'BASE TABLE' ORDER BY 1"""
+              AND t.table_type = 'BASE TABLE' AND NOT r.relispartition ORDER BY 1"""
     )
     return [row["table_name"] for row in await cur.fetchall()]
 

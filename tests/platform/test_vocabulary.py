@@ -25,6 +25,7 @@ from core.platform.vocabulary import (
     DestinationHealth,
     DigestPeriod,
     EraseReason,
+    HistoryTable,
     MemberLinkKind,
     NotificationKind,
     PausedReason,
@@ -59,6 +60,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("deliveries", "kind", DeliveryKind),
     ("deliveries", "status", DeliveryStatus),
     ("delivery_attempts", "outcome", AttemptOutcome),
+    ("history_partitions", "parent", HistoryTable),
     ("alerts", "kind", AlertKind),
     ("alerts", "status", AlertStatus),
     ("worker_heartbeats", "tick", TickName),
@@ -101,9 +103,11 @@ async def _definitions(conn: Conn) -> dict[tuple[str, str], str]:
     """Every CHECK constraint's definition, by (table, constraint name)."""
     cur = await conn.execute(
         """SELECT conrelid::regclass::text AS table_name, conname,
-                  pg_get_constraintdef(oid) AS definition
+                  pg_get_constraintdef(pg_constraint.oid) AS definition
              FROM pg_constraint
-            WHERE contype = 'c' AND connamespace = 'public'::regnamespace"""
+             JOIN pg_class c ON c.oid = conrelid
+            WHERE contype = 'c' AND connamespace = 'public'::regnamespace
+              AND NOT c.relispartition"""
     )
     return {(row["table_name"], row["conname"]): row["definition"] for row in await cur.fetchall()}
 

@@ -184,7 +184,9 @@ def snapshot(url: str) -> Snapshot:
         tables = tuple(
             str(name)
             for (name,) in conn.execute(
-                "SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables ORDER BY 1"
+                # Partitioned tables hold no rows of their own: their partitions are listed.
+                "SELECT format('%I.%I', s.schemaname, s.relname) FROM pg_stat_user_tables s"
+                " JOIN pg_class c ON c.oid = s.relid WHERE c.relkind = 'r' ORDER BY 1"
             ).fetchall()
         )
         seeded = {table: rows for table in tables if (rows := _rows(conn, table))}

@@ -243,6 +243,8 @@ OTHER_COLUMNS = {
     ("auth_failures", "client_hash"): "keyed hash of the client address",
     ("schema_migrations", "name"): "file name",
     ("schema_migrations", "checksum"): "hash",
+    ("history_partitions", "name"): "table name",
+    ("history_partitions", "parent"): "table name",
     ("streams", "id"): "id",
     ("streams", "organization_id"): "id",
     ("streams", "name"): "owner's setting",
@@ -283,7 +285,8 @@ SELECT c.table_name, c.column_name
   FROM information_schema.columns c
   JOIN information_schema.tables t
     ON t.table_schema = c.table_schema AND t.table_name = c.table_name
- WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'
+  JOIN pg_class r ON r.oid = to_regclass(c.table_name)
+ WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE' AND NOT r.relispartition
    AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea',
                         'tsvector')
         OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_jsonb', '_bytea')))
