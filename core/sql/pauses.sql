@@ -78,9 +78,10 @@ UPDATE destinations d
 RETURNING old.paused_reason, old.paused_at, old.pause_after_hours
 
 -- name: release_waiting
--- Queue now the deliveries that waited while a destination was paused (or parked behind
--- its probe): they are claimed as any other.
+-- Queue now every delivery that waited while a destination was paused: those parked, those
+-- parked behind its probe, and the former probe with the backoff its failure gave it (the
+-- owner says the receiver is back): they are claimed as any other.
 UPDATE deliveries
    SET throttled = false, next_attempt_at = %(now)s, updated_at = %(now)s
- WHERE destination_id = %(id)s AND organization_id = %(organization_id)s AND throttled
-   AND status IN ('pending', 'failed')
+ WHERE destination_id = %(id)s AND organization_id = %(organization_id)s
+   AND status IN ('pending', 'failed') AND (throttled OR next_attempt_at > %(now)s)
