@@ -354,6 +354,7 @@ async def patch_destination(
         resumed = await cur.fetchone()
         if resumed is not None:
             await conn.execute(queries["release_waiting"], {**params, "now": now})
+            await conn.execute(queries["resolve_pause_alert"], {**params, "now": now})
     row = await get_destination(conn, scope, destination_id=destination_id)
     return {**row, "resumed": resumed}
 
