@@ -60,11 +60,14 @@ class AuditEntry:
     via: AuditVia
     ip: str | None
     user_agent: str | None
+    # What a change changed, by name (a `form.updated`'s settings), never the values.
+    changed: tuple[str, ...] | None = None
 
 
 def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the previous row's hash and the row's canonical content: its fields
-    in a fixed order as compact JSON, the time in UTC with microseconds."""
+    in a fixed order as compact JSON, the time in UTC with microseconds (and `changed`, last,
+    when set)."""
     at: datetime = row["at"]
     content = [
         row["id"],
@@ -80,6 +83,9 @@ def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
         row["ip"],
         row["user_agent"],
     ]
+    if row.get("changed") is not None:
+        # Only when set: a row without it (every row before 0040) hashes as it did.
+        content.append(list(row["changed"]))
     canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
@@ -97,6 +103,7 @@ async def record(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, An
         "seq": head["seq"] + 1,
         "at": head["now"],
         **asdict(entry),
+        "changed": None if entry.changed is None else list(entry.changed),
         "prev_hash": head["hash"] or ZERO_HASH,
     }
     row["hash"] = chain_hash(row["prev_hash"], row)
