@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.platform.db import Conn
@@ -42,6 +42,11 @@ UNCHANGING = frozenset(
         "destination.tested",
     }
 )
+# Reads of one object recorded once per opening: the same actor's read of the same object
+# again within READ_AGAIN_AFTER (the receipt shown again after an action on it, a reload)
+# is the one already recorded.
+READ_ONCE = frozenset({"submission.read", "delivery.read", "stream_event.read"})
+READ_AGAIN_AFTER = timedelta(minutes=15)
 # The previous hash of an organization's first row.
 ZERO_HASH = "0" * 64
 _PAGE = 1000
@@ -109,6 +114,27 @@ async def record(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, An
     row["hash"] = chain_hash(row["prev_hash"], row)
     await conn.execute(queries["insert_audit_row"], row)
     return row
+
+
+@scoped
+async def record_read(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, Any] | None:
+    """Append a read of one object (an action of READ_ONCE) unless the same actor's read of
+    it is recorded within READ_AGAIN_AFTER; None when it was."""
+    await conn.execute(queries["lock_audit_chain"], {"organization_id": scope.organization_id})
+    cur = await conn.execute(
+        queries["recent_read"],
+        {
+            "organization_id": scope.organization_id,
+            "window": READ_AGAIN_AFTER,
+            "actor_kind": entry.actor_kind,
+            "actor_id": entry.actor_id,
+            "action": entry.action,
+            "subject": entry.subject,
+        },
+    )
+    if await cur.fetchone() is not None:
+        return None
+    return await record(conn, scope, entry)
 
 
 @scoped

@@ -20,6 +20,16 @@ VALUES (%(id)s, %(organization_id)s, %(seq)s, %(at)s, %(actor_kind)s, %(actor_id
         %(actor_name)s, %(action)s, %(subject)s, %(via)s, %(ip)s, %(user_agent)s,
         %(changed)s, %(prev_hash)s, %(hash)s)
 
+-- name: recent_read
+-- Whether the actor's read of this object is already recorded within the window (the
+-- append lock is held: a concurrent read of it waits, then finds this one).
+SELECT 1 AS found
+  FROM audit_log
+ WHERE organization_id = %(organization_id)s AND at > clock_timestamp() - %(window)s
+   AND actor_kind = %(actor_kind)s AND actor_id = %(actor_id)s
+   AND action = %(action)s AND subject = %(subject)s
+ LIMIT 1
+
 -- name: list_audit
 -- One page of the organization's audit rows, newest first, before a seq, filtered.
 SELECT id, seq, at, actor_kind, actor_id, actor_name, action, subject, via, ip, user_agent,
