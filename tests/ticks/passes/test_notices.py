@@ -228,9 +228,7 @@ async def test_notifications__a_self_pause_is_an_alert_and_its_email_says_the_ow
     # Ten attempts failed in the last day under the storm breaker.
     for n in range(10):
         at = now - timedelta(hours=2 * n)
-        await add_attempt(
-            conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=5, outcome="failed"
-        )
+        await add_attempt(conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=5, outcome="failed")
     await conn.execute(
         "UPDATE destinations SET health = 'failing', consecutive_failures = 15,"
         " failing_since = %(at)s WHERE id = %(id)s",
