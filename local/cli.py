@@ -169,7 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             scope, key, token = asyncio.run(_create_org(url, args.name, plan, args.owner_email))
             created: dict[str, str] = {"organization_id": scope.organization_id, "api_key": key}
             if token is not None:
-                created["owner_link"] = f"{settings.public_url.rstrip('/')}/app/reset/{token}"
+                base, unset = serve.links_base(settings.public_url)
+                created["owner_link"] = f"{base}/app/reset/{token}"
+                if unset is not None:
+                    print(f"postbag: {unset}", file=sys.stderr)
             if args.json:
                 print(json.dumps(created))
             else:

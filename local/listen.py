@@ -21,11 +21,14 @@ from starlette.routing import Route
 from core.destinations import webhook
 from core.destinations.base import ValidationContext
 from core.owner import destinations, routes
+from core.owner.changes import Change
 from core.owner.organizations import owner_of
+from core.owner.routes import RoutedWebhook
 from core.platform.db import Conn, connect, enter_scope
 from core.platform.errors import ConfigError, InvalidInput
 from core.platform.scope import OrgScope
 from core.platform.settings import Settings
+from local.keys import as_operator
 
 DEFAULT_PORT = 8787
 
@@ -110,73 +113,43 @@ async def _owned(url: str, scope_of: dict[str, str]) -> tuple[Conn, OrgScope]:
     return conn, await owner_of(conn, **scope_of)
 
 
-@dataclass(frozen=True, slots=True)
-class Listening:
-    """The webhook destination `--create-destination` routes to this listener, and what of it
-    the listener made (and so removes when it stops, unless `--keep`)."""
-
-    destination_id: str
-    secret: str
-    created: bool
-    # The route this listener added, when the destination was already there.
-    created_route: str | None
-
-
-async def _listening_destination(url: str, form_id: str, target: str) -> Listening:
-    """A webhook destination to `target` routed from `form_id`: the one already there, or a new
-    one."""
-    conn, scope = await _owned(url, {"form_id": form_id})
+async def _listening_destination(settings: Settings, form_id: str, target: str) -> RoutedWebhook:
+    """A webhook destination to `target` routed from `form_id`: the one already there, or a
+    new one; made as the operator, so the audit trail records it."""
+    conn, scope = await _owned(settings.require_database_url(), {"form_id": form_id})
+    await conn.close()
     ctx = ValidationContext(allow_private_targets=True)
-    try:
-        async with conn.transaction():
-            await enter_scope(conn, scope)
-            found = await destinations.list_destinations(conn, scope, after=None, limit=500)
-            kind = webhook.adapter.type
-            same = [d for d in found if d["type"] == kind and d["config"].get("url") == target]
-            if same:
-                destination_id, created = same[0]["id"], False
-            else:
-                made = await destinations.add_destination(
-                    conn,
-                    scope,
-                    fields=destinations.DestinationFields.model_validate(
-                        {"type": kind, "name": "postbag listen", "config": {"url": target}}
-                    ),
-                    ctx=ctx,
-                )
-                destination_id, created = made.destination["id"], True
-            linked = await routes.list_routes(conn, scope, form_id=form_id, after=None, limit=500)
-            created_route = None
-            if not any(r["destination_id"] == destination_id for r in linked):
-                route = await routes.add_route(
-                    conn,
-                    scope,
-                    form_id=form_id,
-                    fields=routes.RouteFields(destination_id=destination_id),
-                )
-                created_route = None if created else str(route["id"])
-            current = await destinations.current_secret(conn, scope, destination_id=destination_id)
-    finally:
-        await conn.close()
-    assert current is not None  # a webhook destination always has a secret
-    return Listening(destination_id, current[1], created, created_route)
+
+    async def make(change: Change) -> RoutedWebhook:
+        return await routes.route_to_webhook(
+            change, form_id=form_id, url=target, name="postbag listen", ctx=ctx
+        )
+
+    return await as_operator(settings, scope.organization_id, "route.created", make)
 
 
-async def _remove_what_was_made(url: str, made: Listening) -> None:
-    """Delete the destination (with its routes) or the route this listener made: after it
-    stops, no new submission queues a delivery that can only fail."""
-    conn, scope = await _owned(url, {"destination_id": made.destination_id})
-    try:
-        async with conn.transaction():
-            await enter_scope(conn, scope)
-            if made.created:
-                await destinations.remove_destination(
-                    conn, scope, destination_id=made.destination_id
-                )
-            elif made.created_route:
-                await routes.remove_route(conn, scope, route_id=made.created_route)
-    finally:
-        await conn.close()
+async def _remove_what_was_made(settings: Settings, made: RoutedWebhook) -> None:
+    """Delete the destination (with its routes) or the route this listener made, as the
+    operator: after it stops, no new submission queues a delivery that can only fail."""
+    conn, scope = await _owned(
+        settings.require_database_url(), {"destination_id": made.destination_id}
+    )
+    await conn.close()
+    if made.created:
+
+        async def remove(change: Change) -> None:
+            change.subject = made.destination_id
+            await destinations.delete_destination(change, destination_id=made.destination_id)
+
+        await as_operator(settings, scope.organization_id, "destination.deleted", remove)
+    elif made.created_route:
+        route_id = made.created_route
+
+        async def unroute(change: Change) -> None:
+            change.subject = route_id
+            await routes.delete_route(change, route_id=route_id)
+
+        await as_operator(settings, scope.organization_id, "route.deleted", unroute)
 
 
 async def _destination_secret(url: str, destination_id: str) -> str:
@@ -197,11 +170,10 @@ async def _destination_secret(url: str, destination_id: str) -> str:
 
 def _secret(
     args: argparse.Namespace, settings: Settings, target: str
-) -> tuple[str | None, Listening | None]:
+) -> tuple[str | None, RoutedWebhook | None]:
     """The secret to verify with, and the destination `--create-destination` routed here."""
     if args.create_destination:
-        url = settings.require_database_url()
-        made = asyncio.run(_listening_destination(url, args.create_destination, target))
+        made = asyncio.run(_listening_destination(settings, args.create_destination, target))
         what = "Created" if made.created else "Using"
         print(
             f"{what} webhook destination {made.destination_id} to {target}, "
@@ -218,14 +190,14 @@ def _secret(
     return secret, None
 
 
-def _clean_up(args: argparse.Namespace, settings: Settings, made: Listening | None) -> None:
+def _clean_up(args: argparse.Namespace, settings: Settings, made: RoutedWebhook | None) -> None:
     """On stop: remove what `--create-destination` made, unless `--keep`, and say so."""
     if made is None or not (made.created or made.created_route):
         return
     if args.keep:
         print(f"Kept webhook destination {made.destination_id} (--keep).", flush=True)
         return
-    asyncio.run(_remove_what_was_made(settings.require_database_url(), made))
+    asyncio.run(_remove_what_was_made(settings, made))
     if made.created:
         print(
             f"Removed webhook destination {made.destination_id} and its route (--keep keeps them).",

@@ -20,6 +20,25 @@ DEFAULT_PORT = 8080
 PUBLIC_URL = "POSTBAG_PUBLIC_URL"
 
 
+def serving_port() -> int:
+    """The port `postbag serve` listens on without `--port`: $PORT, else 8080."""
+    return int(os.environ.get("PORT") or DEFAULT_PORT)
+
+
+def links_base(public_url: str) -> tuple[str, str | None]:
+    """Where the links a one-shot command prints (`create-org`'s owner link) start, and
+    what to say when POSTBAG_PUBLIC_URL is unset: then, as `postbag serve` does, where it
+    listens by default (its $PORT on this machine)."""
+    if PUBLIC_URL in os.environ:
+        return public_url.rstrip("/"), None
+    url = listening_url("0.0.0.0", serving_port())
+    return url, (
+        f"{PUBLIC_URL} is unset: the link starts with {url}, where `postbag serve` listens "
+        f"by default ($PORT, else {DEFAULT_PORT}); set {PUBLIC_URL} to the address people "
+        "reach the dashboard at (as `postbag serve` has it) for links that work elsewhere"
+    )
+
+
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`postbag serve [--host H] [--port P] [--workers N]`."""
     serve = commands.add_parser(
@@ -30,7 +49,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--port",
         type=int,
         # Cloud Run (and others) say which port to listen on in PORT.
-        default=int(os.environ.get("PORT") or DEFAULT_PORT),
+        default=serving_port(),
         help=f"default: $PORT, or {DEFAULT_PORT}",
     )
     serve.add_argument(

@@ -232,7 +232,10 @@ async def record_answer(request: Request, response: Response) -> None:
     entry = found.acting().entry(action, _subject(request, rule, response, found))
     services: Services = request.app.state.services
     async with services.db.scoped(found.scope) as conn:
-        await audit.record(conn, found.scope, entry)
+        if action in audit.READ_ONCE:
+            await audit.record_read(conn, found.scope, entry)
+        else:
+            await audit.record(conn, found.scope, entry)
 
 
 class AuditedRoute(APIRoute):

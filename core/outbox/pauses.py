@@ -5,7 +5,9 @@ A destination the storm breaker has held `failing` for its window (`pause_after_
 them, all failed, is paused with reason `failing` by the retention tick: one statement a
 pass, which writes the `destination.paused` event and the owner's notice with it. A tick
 rather than the outcome path: the sends pay nothing for it, and one statement that
-re-checks `enabled` under the row lock cannot race the owner or another worker.
+re-checks `enabled` under the row lock cannot race the owner or another worker. Each pause
+opens a `destination.paused` alert in the same transaction (the Alerts page); resuming
+resolves it.
 
 While it is paused its deliveries wait: a claim of one is given back with its attempt
 unspent and parked, with the destination's other due deliveries, for the longest backoff,
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 from core.outbox import store
 from core.outbox.backoff import MAX_DELAY
 from core.outbox.store import Claim
+from core.owner.alerts import raise_alert
 from core.platform.db import Conn
 from core.platform.queries import queries
 
@@ -51,9 +54,31 @@ async def park(claim: Claim, state: PassState) -> None:
     state.stats["waiting"] += 1 + parked
 
 
+def pause_detail(attempts: int, hours: int, threshold: int) -> str:
+    """Why a destination paused itself, in the owner's own figures."""
+    return (
+        f"paused itself: {attempts} attempt{'s' if attempts != 1 else ''} in {hours} h, "
+        f"none sent (it pauses after {threshold} failed in {hours} h)"
+    )
+
+
 async def pause_failing(conn: Conn, *, now: datetime) -> int:
     """Note when each destination turned `failing`, then pause those failing for their
-    window; returns how many were paused."""
+    window, each with its alert (in the caller's transaction); returns how many were
+    paused."""
     await conn.execute(queries["track_failing_since"], {"now": now})
     cur = await conn.execute(queries["pause_failing_destinations"], {"now": now})
-    return len(await cur.fetchall())
+    paused = await cur.fetchall()
+    for row in paused:
+        await raise_alert(
+            conn,
+            organization_id=row["organization_id"],
+            kind="destination.paused",
+            subject_id=row["id"],
+            detail=pause_detail(
+                row["attempts"], row["pause_after_hours"], row["pause_after_attempts"]
+            ),
+            delivery_id=None,
+            now=now,
+        )
+    return len(paused)

@@ -3,7 +3,9 @@
 Each matched delivery is queued as retry by hand does (the same id, receipt and template,
 attempts reset; sent to its destination as it is at the attempt), due one after another at
 `per_second` (default 10), so a receiver that just recovered is not flooded and other
-organizations' deliveries keep their turn. Never a delivery whose values are erased or
+organizations' deliveries keep their turn. A destination the storm breaker holds `failing`
+is probed at once (the replay says its receiver is back), not at its probe window's end.
+Never a delivery whose values are erased or
 expired, whose submission is now spam, or whose destination is removed or paused.
 """
 
@@ -131,6 +133,7 @@ async def queue_replay(
         queries["queue_replay_deliveries"],
         {**params, "replay_id": replay_id, "ids": ids, "per_second": replay.per_second},
     )
+    await conn.execute(queries["probe_replayed_destinations"], {**params, "ids": ids})
     return await get_replay(conn, scope, replay_id)
 
 

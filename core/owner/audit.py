@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.platform.db import Conn
@@ -42,6 +42,11 @@ UNCHANGING = frozenset(
         "destination.tested",
     }
 )
+# Reads of one object recorded once per opening: the same actor's read of the same object
+# again within READ_AGAIN_AFTER (the receipt shown again after an action on it, a reload)
+# is the one already recorded.
+READ_ONCE = frozenset({"submission.read", "delivery.read", "stream_event.read"})
+READ_AGAIN_AFTER = timedelta(minutes=15)
 # The previous hash of an organization's first row.
 ZERO_HASH = "0" * 64
 _PAGE = 1000
@@ -60,11 +65,14 @@ class AuditEntry:
     via: AuditVia
     ip: str | None
     user_agent: str | None
+    # What a change changed, by name (a `form.updated`'s settings), never the values.
+    changed: tuple[str, ...] | None = None
 
 
 def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the previous row's hash and the row's canonical content: its fields
-    in a fixed order as compact JSON, the time in UTC with microseconds."""
+    in a fixed order as compact JSON, the time in UTC with microseconds (and `changed`, last,
+    when set)."""
     at: datetime = row["at"]
     content = [
         row["id"],
@@ -80,6 +88,9 @@ def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
         row["ip"],
         row["user_agent"],
     ]
+    if row.get("changed") is not None:
+        # Only when set: a row without it (every row before 0040) hashes as it did.
+        content.append(list(row["changed"]))
     canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
@@ -97,11 +108,33 @@ async def record(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, An
         "seq": head["seq"] + 1,
         "at": head["now"],
         **asdict(entry),
+        "changed": None if entry.changed is None else list(entry.changed),
         "prev_hash": head["hash"] or ZERO_HASH,
     }
     row["hash"] = chain_hash(row["prev_hash"], row)
     await conn.execute(queries["insert_audit_row"], row)
     return row
+
+
+@scoped
+async def record_read(conn: Conn, scope: OrgScope, entry: AuditEntry) -> dict[str, Any] | None:
+    """Append a read of one object (an action of READ_ONCE) unless the same actor's read of
+    it is recorded within READ_AGAIN_AFTER; None when it was."""
+    await conn.execute(queries["lock_audit_chain"], {"organization_id": scope.organization_id})
+    cur = await conn.execute(
+        queries["recent_read"],
+        {
+            "organization_id": scope.organization_id,
+            "window": READ_AGAIN_AFTER,
+            "actor_kind": entry.actor_kind,
+            "actor_id": entry.actor_id,
+            "action": entry.action,
+            "subject": entry.subject,
+        },
+    )
+    if await cur.fetchone() is not None:
+        return None
+    return await record(conn, scope, entry)
 
 
 @scoped

@@ -43,8 +43,11 @@ class Acting:
     actor: Actor
     origin: Origin
 
-    def entry(self, action: str, subject: str | None) -> audit.AuditEntry:
-        """The audit row of `action` on `subject` by this actor."""
+    def entry(
+        self, action: str, subject: str | None, changed: tuple[str, ...] | None = None
+    ) -> audit.AuditEntry:
+        """The audit row of `action` on `subject` by this actor (with the names of what
+        it `changed`, if said)."""
         return audit.AuditEntry(
             actor_kind=self.actor.kind,
             actor_id=self.actor.id,
@@ -54,12 +57,19 @@ class Acting:
             via=self.origin.via,
             ip=self.origin.ip,
             user_agent=self.origin.user_agent,
+            changed=changed,
         )
 
-    async def record(self, conn: Conn, action: str, subject: str | None) -> None:
+    async def record(
+        self,
+        conn: Conn,
+        action: str,
+        subject: str | None,
+        changed: tuple[str, ...] | None = None,
+    ) -> None:
         """Append `action` on `subject` within the caller's transaction (a change that is
         not a route's: a member joining by invitation, a password reset)."""
-        await audit.record(conn, self.scope, self.entry(action, subject))
+        await audit.record(conn, self.scope, self.entry(action, subject, changed))
 
 
 def operator(scope: OrgScope) -> Acting:
@@ -85,6 +95,8 @@ class Change:
         self.acting = acting
         self.action = action
         self.subject = subject
+        # The names of what the change changed (a form's settings), recorded with it.
+        self.changed: tuple[str, ...] | None = None
         self.recorded = False
         self._after: list[Callable[[], Awaitable[None]]] = []
         self._stack: contextlib.AsyncExitStack | None = None
@@ -128,7 +140,7 @@ class Change:
         if error is None:
             try:
                 subject = self.subject or self.acting.scope.organization_id
-                await self.acting.record(conn, self.action, subject)
+                await self.acting.record(conn, self.action, subject, self.changed)
             except BaseException as failed:
                 await stack.__aexit__(type(failed), failed, failed.__traceback__)
                 raise

@@ -354,20 +354,25 @@ async def patch_destination(
         resumed = await cur.fetchone()
         if resumed is not None:
             await conn.execute(queries["release_waiting"], {**params, "now": now})
+            await conn.execute(queries["resolve_pause_alert"], {**params, "now": now})
     row = await get_destination(conn, scope, destination_id=destination_id)
     return {**row, "resumed": resumed}
 
 
 @scoped
 async def remove_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
-    """Remove a destination softly, with the routes to it; queued deliveries end `skipped`."""
+    """Remove a destination softly, with the routes to it (forms' and streams'); queued
+    deliveries end `skipped`."""
     params = {"id": destination_id, "organization_id": scope.organization_id}
     routed = {"destination_id": destination_id, "organization_id": scope.organization_id}
-    # The forms first, as a route's creation takes its form before its destination.
+    # The forms first, as a route's creation takes its form before its destination; then
+    # the streams, as their routes' removal moves each one's revision.
     await conn.execute(queries["lock_destination_forms"], routed)
+    await conn.execute(queries["lock_destination_streams"], routed)
     if await (await conn.execute(queries["delete_destination"], params)).fetchone() is None:
         raise NotFound(f"no destination {destination_id}")
     await conn.execute(queries["delete_destination_routes"], routed)
+    await conn.execute(queries["delete_destination_stream_routes"], routed)
 
 
 async def create_destination(

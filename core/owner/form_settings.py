@@ -275,3 +275,17 @@ def fields_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "ack_email": row["ack_email"],
         "spam": spam_settings(row["spam"]).model_dump(),
     }
+
+
+# The write-only settings: a PATCH that gives one changes it, whatever it was.
+WRITE_ONLY = ("spam_secrets", "turnstile_secret")
+
+
+def changed_settings(
+    before: Mapping[str, Any], after: Mapping[str, Any], asked: set[str]
+) -> tuple[str, ...] | None:
+    """The names of the settings a change moved (`fields_of` before and after it), with the
+    write-only ones it gave; None when it moved none."""
+    moved = {name for name, value in after.items() if before.get(name) != value}
+    moved |= asked.intersection(WRITE_ONLY)
+    return tuple(sorted(moved)) or None

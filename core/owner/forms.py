@@ -13,7 +13,14 @@ from pydantic import (
 )
 
 from core.owner.changes import Change
-from core.owner.form_settings import FormFields, FormPatch, check_rules, columns, fields_of
+from core.owner.form_settings import (
+    FormFields,
+    FormPatch,
+    changed_settings,
+    check_rules,
+    columns,
+    fields_of,
+)
 from core.owner.usage import reserve
 from core.platform.db import Conn
 from core.platform.errors import NotFound, invalid_input
@@ -151,15 +158,28 @@ async def create_form(
 async def update_form(
     change: Change, *, form_id: str, patch: FormPatch, allow_http_redirect: bool = False
 ) -> dict[str, Any]:
-    """Change a form's settings (`patch_form`) as the change."""
+    """Change a form's settings (`patch_form`) as the change, recorded with the names of
+    the settings it changed (never their values)."""
     async with change as conn:
-        return await patch_form(
+        before = await _stored_settings(conn, change.scope, form_id)
+        row = await patch_form(
             conn,
             change.scope,
             form_id=form_id,
             patch=patch,
             allow_http_redirect=allow_http_redirect,
         )
+        after = await _stored_settings(conn, change.scope, form_id)
+        change.changed = changed_settings(before, after, patch.model_fields_set)
+        return row
+
+
+async def _stored_settings(conn: Conn, scope: OrgScope, form_id: str) -> dict[str, Any]:
+    params = {"id": form_id, "organization_id": scope.organization_id}
+    current = await (await conn.execute(queries["lock_form"], params)).fetchone()
+    if current is None:
+        raise NotFound(f"no form {form_id}")
+    return fields_of(current)
 
 
 async def delete_form(change: Change, *, form_id: str) -> None:

@@ -3,7 +3,7 @@
 - `paused`: turned off by its owner (deliveries that come due are skipped), or paused
   itself after failing every attempt for its window (they wait: core/outbox/pauses.py).
 - `failing`: the storm breaker sends it probes only, or at least MIN_ATTEMPTS attempts in
-  the window and under FAILING_BELOW of them sent.
+  the window and under FAILING_BELOW of them sent, or attempts and none of them sent.
 - `degraded`: at least MIN_ATTEMPTS attempts and under DEGRADED_BELOW sent, or the 95th
   percentile of send durations over SLOW_P95_MS.
 - `healthy`: none of these (also a destination with too few attempts to judge).
@@ -32,7 +32,13 @@ def health_reading(row: Mapping[str, Any]) -> HealthReading:
     stats: Mapping[str, Any] = row.get("health_stats") or {}
     judged = int(stats.get("attempts") or 0) >= MIN_ATTEMPTS
     rate = stats.get("success_rate")
-    if row["health"] == "failing" or (judged and rate is not None and rate < FAILING_BELOW):
+    # Too few attempts to judge a share, but every one of them failed: never `healthy`.
+    none_sent = int(stats.get("attempts") or 0) > 0 and rate == 0
+    if (
+        row["health"] == "failing"
+        or none_sent
+        or (judged and rate is not None and rate < FAILING_BELOW)
+    ):
         return "failing"
     slow = (stats.get("p95_duration_ms") or 0) > SLOW_P95_MS
     if slow or (judged and rate is not None and rate < DEGRADED_BELOW):

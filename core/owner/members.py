@@ -67,6 +67,8 @@ RESET_WINDOW = timedelta(hours=1)
 SIGN_IN_LINK_LIFETIME = timedelta(hours=12)
 FIRST_OWNER_LINK_LIFETIME = timedelta(days=7)
 LOCAL_OWNER_EMAIL = "owner@postbag.localhost"
+# The most organizations one failed sign-in is recorded in (each of the member's).
+SIGN_IN_FAILURES_RECORDED = 20
 EMAIL_TIMEOUT = 10.0
 _WRONG = "wrong email or password"
 
@@ -458,6 +460,32 @@ async def check_sign_in(
     member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
     member_id = await _check_credentials(conn, member, password, code, cost, now)
     return member_id, await first_organization(conn, member_id)
+
+
+async def record_sign_in(
+    conn: Conn, *, member_id: str, organization_id: str | None, origin: Origin
+) -> None:
+    """Record a sign-in in the caller's transaction: `member.signed_in` in the organization
+    its session opens in (`organization_id`), or, with none, `member.sign_in_failed` in each
+    of the member's organizations (at most SIGN_IN_FAILURES_RECORDED: a failed sign-in
+    names a member only when the address is one's). The subject is the member; the actor
+    is the account signed in to (for a failure, the one tried), never the password."""
+    member = await _one(conn, "member_by_id", {"id": member_id})
+    if member is None:
+        return
+    action = "member.sign_in_failed" if organization_id is None else "member.signed_in"
+    organizations = await member_organizations(conn, member_id)
+    for organization in organizations[:SIGN_IN_FAILURES_RECORDED]:
+        if organization_id is not None and organization["id"] != organization_id:
+            continue
+        actor = Actor("member", member_id, member["address"], organization["role"])
+        await Acting(OrgScope(organization["id"]), actor, origin).record(conn, action, member_id)
+
+
+async def member_by_address(conn: Conn, email: str) -> str | None:
+    """The id of the member whose address `email` is (in any case), if any."""
+    member = await _one(conn, "member_by_email", {"email": email.strip()[:320]})
+    return None if member is None else str(member["id"])
 
 
 async def first_organization(conn: Conn, member_id: str) -> str:

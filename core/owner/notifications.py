@@ -151,18 +151,19 @@ def notice_email(
     count = len(notices)
     if kind == "destination.paused":
         names = [_quoted(n.get("name")) for n in notices]
-        first = notices[0]
         subject = (
             f"Postbag paused the destination {names[0]}"
             if count == 1
             else f"Postbag paused {count} destinations"
         )
         lines = [
-            f"Every attempt to {'it' if count == 1 else 'each'} failed for "
-            f"{first.get('hours')} hours ({first.get('attempts')} attempts or more), so "
+            f"Every attempt to {'it' if count == 1 else 'each'} failed for its window, so "
             "Postbag stopped sending to it. Its queued deliveries wait; none is lost.",
             "",
-            *(f"- {name}" for name in names[:LISTED]),
+            *(
+                f"- {name}: {_failed_for(notice)}"
+                for name, notice in zip(names[:LISTED], notices[:LISTED], strict=True)
+            ),
             *_more(count),
             "",
             "When the receiver works again, turn the destination back on (Paused · Turn on)",
@@ -196,6 +197,17 @@ def notice_email(
             app,
         ]
     return subject, "\n".join(lines)
+
+
+def _failed_for(notice: Mapping[str, Any]) -> str:
+    """A pause's figures: the attempts that failed in the window and the owner's threshold
+    (a notice queued before it was kept has only the count)."""
+    attempts, hours = notice.get("attempts"), notice.get("hours")
+    said = f"{attempts} attempt{'s' if attempts != 1 else ''} in {hours} hours, none sent"
+    threshold = notice.get("threshold")
+    if threshold is None:
+        return said
+    return f"{said} (it pauses after {threshold} failed in {hours} hours)"
 
 
 def _quoted(name: object) -> str:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from core.destinations import webhook
+from core.destinations.base import ValidationContext
 from core.destinations.registry import ADAPTERS
 from core.destinations.templates import template_errors
+from core.owner import destinations
 from core.owner.changes import Change
 from core.platform.db import Conn
 from core.platform.errors import InvalidInput, InvalidTemplate, NotFound, RouteExists, invalid_input
@@ -207,3 +211,68 @@ async def delete_route(change: Change, *, route_id: str) -> None:
     """Delete a route (`remove_route`) as the change."""
     async with change as conn:
         await remove_route(conn, change.scope, route_id=route_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedWebhook:
+    """A webhook destination routed from a form, and what of it `route_to_webhook` made."""
+
+    destination_id: str
+    secret: str
+    created: bool
+    # The route it added, when the destination was already there.
+    created_route: str | None
+
+
+async def _webhook_to(conn: Conn, scope: OrgScope, url: str) -> str | None:
+    """The organization's webhook destination to `url`, if any."""
+    found = await destinations.list_destinations(conn, scope, after=None, limit=500)
+    kind = webhook.adapter.type
+    same = [d for d in found if d["type"] == kind and d["config"].get("url") == url]
+    return str(same[0]["id"]) if same else None
+
+
+async def _routed(conn: Conn, scope: OrgScope, form_id: str, destination_id: str) -> bool:
+    linked = await list_routes(conn, scope, form_id=form_id, after=None, limit=500)
+    return any(r["destination_id"] == destination_id for r in linked)
+
+
+async def _secret_of(conn: Conn, scope: OrgScope, destination_id: str) -> str:
+    current = await destinations.current_secret(conn, scope, destination_id=destination_id)
+    assert current is not None  # a webhook destination always has a secret
+    return current[1]
+
+
+async def route_to_webhook(
+    change: Change, *, form_id: str, url: str, name: str, ctx: ValidationContext
+) -> RoutedWebhook:
+    """Route `form_id` to the organization's webhook destination to `url`, made (as `name`)
+    when there is none (`postbag listen --create-destination`), as one change recorded as
+    `route.created` (after a `destination.created` row when the destination is new); when
+    both are there, nothing changes or is recorded."""
+    scope = change.scope
+    async with change.db.scoped(scope) as conn:
+        there = await _webhook_to(conn, scope, url)
+        if there is not None and await _routed(conn, scope, form_id, there):
+            return RoutedWebhook(there, await _secret_of(conn, scope, there), False, None)
+    async with change as conn:
+        destination_id = await _webhook_to(conn, scope, url)
+        created = destination_id is None
+        if destination_id is None:
+            fields = destinations.DestinationFields.model_validate(
+                {"type": webhook.adapter.type, "name": name, "config": {"url": url}}
+            )
+            made = await destinations.add_destination(conn, scope, fields=fields, ctx=ctx)
+            destination_id = str(made.destination["id"])
+        route_id = None
+        if not await _routed(conn, scope, form_id, destination_id):
+            route = await add_route(
+                conn, scope, form_id=form_id, fields=RouteFields(destination_id=destination_id)
+            )
+            route_id = str(route["id"])
+        if created:
+            # The destination's row first, then the change's own: its route.
+            await change.acting.record(conn, "destination.created", destination_id)
+        change.action, change.subject = "route.created", route_id
+        secret = await _secret_of(conn, scope, destination_id)
+    return RoutedWebhook(destination_id, secret, created, None if created else route_id)

@@ -106,7 +106,7 @@ PausedReason = Literal["owner", "failing"]
 HealthReading = Literal["healthy", "degraded", "failing", "paused"]
 
 # alerts.kind
-AlertKind = Literal["delivery.dead", "storage.stuck"]
+AlertKind = Literal["delivery.dead", "storage.stuck", "destination.paused"]
 # alerts.status
 AlertStatus = Literal["open", "acknowledged", "resolved"]
 

@@ -15,15 +15,25 @@ SELECT coalesce(h.seq, a.seq, 0) AS seq, coalesce(h.hash, a.hash) AS hash,
 -- name: insert_audit_row
 -- Append one row to the organization's chain.
 INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor_name, action,
-                       subject, via, ip, user_agent, prev_hash, hash)
+                       subject, via, ip, user_agent, changed, prev_hash, hash)
 VALUES (%(id)s, %(organization_id)s, %(seq)s, %(at)s, %(actor_kind)s, %(actor_id)s,
         %(actor_name)s, %(action)s, %(subject)s, %(via)s, %(ip)s, %(user_agent)s,
-        %(prev_hash)s, %(hash)s)
+        %(changed)s, %(prev_hash)s, %(hash)s)
+
+-- name: recent_read
+-- Whether the actor's read of this object is already recorded within the window (the
+-- append lock is held: a concurrent read of it waits, then finds this one).
+SELECT 1 AS found
+  FROM audit_log
+ WHERE organization_id = %(organization_id)s AND at > clock_timestamp() - %(window)s
+   AND actor_kind = %(actor_kind)s AND actor_id = %(actor_id)s
+   AND action = %(action)s AND subject = %(subject)s
+ LIMIT 1
 
 -- name: list_audit
 -- One page of the organization's audit rows, newest first, before a seq, filtered.
 SELECT id, seq, at, actor_kind, actor_id, actor_name, action, subject, via, ip, user_agent,
-       prev_hash, hash
+       changed, prev_hash, hash
   FROM audit_log
  WHERE organization_id = %(organization_id)s
    AND (%(actor)s::text IS NULL OR actor_id = %(actor)s OR actor_name = %(actor)s)
@@ -53,7 +63,7 @@ SELECT seq, hash FROM audit_anchors WHERE organization_id = %(organization_id)s
 -- name: audit_chain_page
 -- One organization's rows in chain order, after a seq (the operator's `audit verify`).
 SELECT id, organization_id, seq, at, actor_kind, actor_id, actor_name, action, subject, via,
-       ip, user_agent, prev_hash, hash
+       ip, user_agent, changed, prev_hash, hash
   FROM audit_log
  WHERE organization_id = %(organization_id)s AND seq > %(after)s
  ORDER BY seq

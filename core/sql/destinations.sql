@@ -97,6 +97,24 @@ UPDATE routes SET deleted_at = now(), updated_at = now()
    AND organization_id = %(organization_id)s
    AND deleted_at IS NULL
 
+-- name: lock_destination_streams
+-- Lock the streams of a destination's live stream routes, in id order, before those routes
+-- are removed: each removal moves its stream's revision (0032).
+SELECT s.id
+  FROM streams s
+ WHERE s.id IN (SELECT r.stream_id FROM stream_routes r
+                 WHERE r.destination_id = %(destination_id)s
+                   AND r.organization_id = %(organization_id)s AND r.deleted_at IS NULL)
+ ORDER BY s.id
+   FOR NO KEY UPDATE
+
+-- name: delete_destination_stream_routes
+-- Remove the live stream routes to a destination softly (the destination is being deleted).
+UPDATE stream_routes SET deleted_at = now()
+ WHERE destination_id = %(destination_id)s
+   AND organization_id = %(organization_id)s
+   AND deleted_at IS NULL
+
 -- name: current_destination_secret
 -- The newest secret version of a destination, deleted or not (every attempt signs with it).
 SELECT version, secret FROM destination_secrets

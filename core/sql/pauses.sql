@@ -36,7 +36,8 @@ paused AS (
            updated_at = %(now)s
       FROM judged j
      WHERE d.id = j.id AND d.enabled AND d.deleted_at IS NULL AND d.health = 'failing'
-    RETURNING d.id, d.organization_id, d.name, d.type, d.pause_after_hours, j.attempts
+    RETURNING d.id, d.organization_id, d.name, d.type, d.pause_after_hours,
+              d.pause_after_attempts, j.attempts
 ),
 event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)
@@ -50,11 +51,11 @@ notice AS (
     INSERT INTO notifications (organization_id, kind, subject_id, data, created_at)
     SELECT organization_id, 'destination.paused', id,
            jsonb_build_object('name', name, 'type', type, 'hours', pause_after_hours,
-                              'attempts', attempts),
+                              'attempts', attempts, 'threshold', pause_after_attempts),
            %(now)s
       FROM paused
 )
-SELECT id, organization_id FROM paused
+SELECT id, organization_id, pause_after_hours, pause_after_attempts, attempts FROM paused
 
 -- name: pause_destination
 -- The owner's pause of a live destination that is not paused already (a destination
@@ -78,9 +79,18 @@ UPDATE destinations d
 RETURNING old.paused_reason, old.paused_at, old.pause_after_hours
 
 -- name: release_waiting
--- Queue now the deliveries that waited while a destination was paused (or parked behind
--- its probe): they are claimed as any other.
+-- Queue now every delivery that waited while a destination was paused: those parked, those
+-- parked behind its probe, and the former probe with the backoff its failure gave it (the
+-- owner says the receiver is back): they are claimed as any other.
 UPDATE deliveries
    SET throttled = false, next_attempt_at = %(now)s, updated_at = %(now)s
- WHERE destination_id = %(id)s AND organization_id = %(organization_id)s AND throttled
-   AND status IN ('pending', 'failed')
+ WHERE destination_id = %(id)s AND organization_id = %(organization_id)s
+   AND status IN ('pending', 'failed') AND (throttled OR next_attempt_at > %(now)s)
+
+-- name: resolve_pause_alert
+-- The owner resumed a destination: the open alert of its pause is resolved (one the owner
+-- acknowledged stays acknowledged).
+UPDATE alerts
+   SET status = 'resolved', resolved_at = %(now)s
+ WHERE organization_id = %(organization_id)s AND subject_id = %(id)s
+   AND kind = 'destination.paused' AND status = 'open'

@@ -19,7 +19,7 @@ SELECT (%(destination_id)s::text IS NULL
 -- locked until the transaction ends (so an erase waits, and then skips what was queued),
 -- with how many match in all. Never a delivery whose values are erased or expired, whose
 -- submission is now spam, whose destination is removed or paused, or that was skipped for
--- one of those reasons.
+-- one of those reasons. `failed` also matches a delivery parked before its first attempt.
 WITH candidates AS (
     SELECT d.id, d.created_at
       FROM deliveries d
@@ -30,7 +30,9 @@ WITH candidates AS (
       LEFT JOIN destinations dst
         ON dst.id = d.destination_id AND dst.organization_id = d.organization_id
      WHERE d.organization_id = %(organization_id)s
-       AND d.status = ANY(%(statuses)s::text[])
+       AND (d.status = ANY(%(statuses)s::text[])
+            -- `failed` is waiting for a retry, as one parked behind a probe or a pause is.
+            OR ('failed' = ANY(%(statuses)s::text[]) AND d.status = 'pending' AND d.throttled))
        AND d.created_at >= %(since)s AND d.created_at < %(until)s
        AND (%(destination_id)s::text IS NULL OR d.destination_id = %(destination_id)s::text)
        AND (%(form_id)s::text IS NULL OR s.form_id = %(form_id)s::text)
@@ -66,6 +68,17 @@ UPDATE deliveries d
        last_detail = 'queued by replay', updated_at = %(now)s
   FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS m (id, n)
  WHERE d.id = m.id AND d.organization_id = %(organization_id)s
+
+-- name: probe_replayed_destinations
+-- A replay is the owner saying the receiver is back: each failing destination it queued
+-- deliveries to has its probe window end now, so its first replayed delivery probes at
+-- once (the storm breaker's window would hold them all back, up to 6 h); that probe's
+-- success restores it and the replay's own rate paces the rest.
+UPDATE destinations
+   SET probe_after = %(now)s
+ WHERE organization_id = %(organization_id)s AND health = 'failing' AND probe_after > %(now)s
+   AND id IN (SELECT destination_id FROM deliveries
+               WHERE id = ANY(%(ids)s::text[]) AND organization_id = %(organization_id)s)
 
 -- name: get_replay
 -- A replay and its progress: where each delivery it queued stands now (a delivery queued

@@ -191,10 +191,12 @@ async def end_ingest_key(conn: Conn, scope: OrgScope, *, stream_id: str, key_id:
 async def create_stream(
     change: Change, *, fields: StreamFields
 ) -> tuple[dict[str, Any], NewIngestKey]:
-    """Create a stream with its first ingest key (`add_stream`) as the change."""
+    """Create a stream with its first ingest key (`add_stream`) as the change; the key is
+    recorded too (`ingest_key.created`), as another key of the stream is."""
     async with change as conn:
         row, key = await add_stream(conn, change.scope, fields=fields)
         change.subject = row["id"]
+        await change.acting.record(conn, "ingest_key.created", str(key.row["id"]))
     return row, key
 
 

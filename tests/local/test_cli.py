@@ -231,3 +231,21 @@ async def test_create_org__owner_email_prints_a_one_time_link_that_sets_the_pass
     again = json.loads(postbag(*args[:2], "Beta", *args[3:], env=env).stdout)
     assert "owner_link" not in again
     assert len(await rows(conn, "SELECT role FROM memberships WHERE role = 'owner'")) == 2
+
+
+@pytest.mark.slow
+def test_create_org__the_owner_link_follows_where_the_installation_serves(db_url: str) -> None:
+    args = ["create-org", "--name", "Acme", "--json"]
+    # Unset POSTBAG_PUBLIC_URL: the port `postbag serve` listens on ($PORT), said on stderr.
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url, PORT="9123")
+    on_port = postbag(*args, "--owner-email", "a@example.com", env=env)
+    assert on_port.returncode == 0, on_port.stderr
+    assert json.loads(on_port.stdout)["owner_link"].startswith("http://127.0.0.1:9123/app/reset/")
+    assert "POSTBAG_PUBLIC_URL is unset" in on_port.stderr
+    # Set: the installation's address, and nothing to say.
+    env["POSTBAG_PUBLIC_URL"] = "https://forms.example.org/"
+    public = postbag(*args, "--owner-email", "b@example.com", env=env)
+    assert public.returncode == 0, public.stderr
+    link = json.loads(public.stdout)["owner_link"]
+    assert link.startswith("https://forms.example.org/app/reset/")
+    assert "POSTBAG_PUBLIC_URL" not in public.stderr

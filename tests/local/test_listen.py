@@ -180,6 +180,52 @@ async def test_listen__removes_only_the_route_it_added_to_a_destination_already_
     assert f"Removed the route from form {form} to {destination}" in stopped
     assert await rows(conn, "SELECT id FROM routes WHERE deleted_at IS NULL") == []
     assert await rows(conn, "SELECT deleted_at FROM destinations") == [{"deleted_at": None}]
+    [route] = await rows(conn, "SELECT id FROM routes")
+    # Both recorded, as the operator at the command line.
+    recorded = await rows(
+        conn, "SELECT actor_kind, action, subject, via FROM audit_log ORDER BY seq"
+    )
+    assert recorded == [
+        {"actor_kind": "operator", "action": action, "subject": route["id"], "via": "cli"}
+        for action in ("route.created", "route.deleted")
+    ]
+
+
+@pytest.mark.slow
+async def test_listen__the_destination_it_makes_and_removes_is_audited(
+    db_url: str, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="self_hosted")
+    form = await make_form(conn, acme)
+    stream = "str_" + "0" * 26
+    port = free_port()
+    env = subprocess_env(POSTBAG_DATABASE_URL=db_url, POSTBAG_SECRET_KEY=TEST_SECRET_KEY)
+    proc = _postbag("listen", "--port", str(port), "--create-destination", form, env=env)
+    try:
+        Output(proc).until("Listening for webhooks")
+        [made] = await rows(conn, "SELECT id FROM destinations")
+        # Routed from a stream too, meanwhile: that route goes with the destination.
+        await conn.execute(
+            "INSERT INTO streams (id, organization_id, name) VALUES (%(s)s, %(o)s, 'S')",
+            {"s": stream, "o": acme.org},
+        )
+        await conn.execute(
+            "INSERT INTO stream_routes (id, organization_id, stream_id, destination_id)"
+            " VALUES ('srt_1', %(o)s, %(s)s, %(d)s)",
+            {"s": stream, "o": acme.org, "d": made["id"]},
+        )
+    finally:
+        stopped = _stop(proc)
+    assert f"Removed webhook destination {made['id']}" in stopped
+    [route] = await rows(conn, "SELECT id FROM routes")
+    recorded = await rows(conn, "SELECT actor_kind, action, subject FROM audit_log ORDER BY seq")
+    assert recorded == [
+        {"actor_kind": "operator", "action": "destination.created", "subject": made["id"]},
+        {"actor_kind": "operator", "action": "route.created", "subject": route["id"]},
+        {"actor_kind": "operator", "action": "destination.deleted", "subject": made["id"]},
+    ]
+    live = await rows(conn, "SELECT id FROM stream_routes WHERE deleted_at IS NULL")
+    assert live == []
 
 
 def test_listen__a_busy_port_creates_no_destination(db_url: str) -> None:

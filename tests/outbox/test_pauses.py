@@ -275,3 +275,72 @@ async def test_pauses__turned_on_in_the_dashboard_it_offers_to_send_again_with_t
         r=rte,
     )
     assert waiting == [{"throttled": False, "due": True}] * 2
+
+
+async def test_pauses__resume_sends_every_waiting_delivery_the_former_probe_too(
+    services: Services, conn: Conn
+) -> None:
+    with receiver() as peer:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        await make_deliveries(conn, tenant, form, dst, rte, count=8, url=peer.url, due=utcnow())
+        # It paused itself while failing: seven deliveries parked behind its probe, and the
+        # probe itself failed, so its backoff put it two hours out.
+        await conn.execute(
+            "UPDATE destinations SET enabled = false, paused_reason = 'failing',"
+            " paused_at = now(), health = 'failing', consecutive_failures = 9,"
+            " probe_after = now() + interval '2 hours' WHERE id = %(d)s",
+            {"d": dst},
+        )
+        await conn.execute(
+            "UPDATE deliveries SET throttled = true, next_attempt_at = now() + interval '6 hours',"
+            " last_detail = 'destination_paused' WHERE route_id = %(r)s",
+            {"r": rte},
+        )
+        await conn.execute(
+            "UPDATE deliveries SET throttled = false, status = 'failed', attempts = 4,"
+            " next_attempt_at = now() + interval '2 hours' WHERE id = %(id)s",
+            {"id": f"dlv_{rte}_1"},
+        )
+        async with api_client(services, tenant.key) as api:
+            resumed = await api.patch(f"/v1/destinations/{dst}", json={"enabled": True})
+            assert resumed.json()["enabled"] is True, resumed.text
+        await _pass(services, utcnow())
+    assert await _statuses(conn, dst) == Counter(sent=8)
+    assert len(peer.requests) == 8
+
+
+async def test_pauses__send_again_in_the_dashboard_matches_the_waiting_deliveries(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    url = "https://example.com/h"
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": url})
+    await make_deliveries(conn, tenant, form, dst, rte, count=3, url=url, due=utcnow())
+    # Failing: two deliveries parked behind the probe, the probe waiting out its backoff.
+    await conn.execute(
+        "UPDATE destinations SET health = 'failing', consecutive_failures = 9,"
+        " probe_after = now() + interval '2 hours' WHERE id = %(d)s",
+        {"d": dst},
+    )
+    await conn.execute(
+        "UPDATE deliveries SET throttled = true, next_attempt_at = now() + interval '6 hours'"
+        " WHERE route_id = %(r)s",
+        {"r": rte},
+    )
+    await conn.execute(
+        "UPDATE deliveries SET throttled = false, status = 'failed', attempts = 4"
+        " WHERE id = %(id)s",
+        {"id": f"dlv_{rte}_1"},
+    )
+    async with dashboard_client(services) as client:
+        await sign_in(client, tenant.key)
+        offered = (await client.get(f"/app/destinations/{dst}/replay")).text
+        token = await sign_in(client, tenant.key)
+        since = (utcnow() - timedelta(days=1)).date().isoformat()
+        counted = await client.post(
+            f"/app/destinations/{dst}/replay",
+            data={"csrf": token, "since": since, "status": ["dead", "failed"], "action": "count"},
+        )
+    assert 'value="failed" checked' in offered
+    assert "3 deliveries match" in counted.text, counted.text

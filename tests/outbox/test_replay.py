@@ -155,3 +155,41 @@ async def test_replay__send_again_from_the_dashboard_counts_then_confirms(
     assert forged.status_code in (403, 422)
     [replay] = await rows(conn, "SELECT total FROM replays")
     assert replay["total"] == 12
+
+
+async def test_replay__of_a_failing_destination_probes_at_once_and_keeps_its_rate(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    with receiver() as peer:
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": peer.url})
+        start = utcnow()
+        await make_deliveries(
+            conn, tenant, form, dst, rte, count=29, url=peer.url, due=start - timedelta(hours=1)
+        )
+        await _dead(conn, rte)
+        # The breaker still holds it `failing`, its next probe ten minutes out; the receiver
+        # is back (the peer answers 200).
+        await conn.execute(
+            "UPDATE destinations SET health = 'failing', consecutive_failures = 9,"
+            " probe_after = now() + interval '10 minutes' WHERE id = %(d)s",
+            {"d": dst},
+        )
+        since = (start - timedelta(days=1)).isoformat()
+        filter_ = {"destination": dst, "status": ["dead"], "since": since}
+        async with api_client(services, tenant.key) as api:
+            started = await api.post("/v1/deliveries/replay", json=filter_)
+            assert started.status_code == 202, started.text
+            replay = started.json()
+            # The first replayed delivery is due at once and probes; the rest keep the
+            # replay's rate (10 a second) behind it.
+            now = datetime.fromisoformat(replay["created_at"])
+            first = await Deliverer(services).run_pass(now=now, budget=10)
+            assert first.get("sent", 0) >= 1, first
+            assert (await api.get(f"/v1/destinations/{dst}")).json()["health"] != "failing"
+            # Then at the replay's pace: all of it due within 3 s (well inside 90 s).
+            for _ in range(5):
+                await Deliverer(services).run_pass(now=now + timedelta(seconds=3), budget=10)
+            done = (await api.get(f"/v1/replays/{replay['id']}")).json()
+    assert (done["sent"], done["queued"]) == (29, 0), done
+    assert len(peer.requests) == 29

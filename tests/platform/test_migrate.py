@@ -12,7 +12,9 @@ from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import connect
 from core.platform.errors import MigrationError
 from core.platform.migrate import MIGRATIONS_DIR, discover, migrate
+from tests.support.builders import make_destination, make_tenant
 from tests.support.cli import subprocess_env
+from tests.support.records import rows
 
 
 async def test_migrate__twice_is_a_no_op(empty_db_url: str) -> None:
@@ -72,3 +74,41 @@ async def test_migrate__two_concurrent_cli_runs_apply_once(empty_db_url: str) ->
     finally:
         await conn.close()
     assert names == [m.name for m in discover()]
+
+
+async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, directory)
+    fix = directory / "0041_orphan_stream_routes.sql"
+    held = fix.read_text()
+    fix.unlink()
+    conn = await connect(empty_db_url)
+    try:
+        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
+        # As an earlier release left them: a deleted destination whose stream route stayed.
+        acme = await make_tenant(conn, plan="pro")
+        gone = await make_destination(conn, acme)
+        kept = await make_destination(conn, acme)
+        await conn.execute(
+            "INSERT INTO streams (id, organization_id, name) VALUES ('str_1', %(o)s, 'S')",
+            {"o": acme.org},
+        )
+        for route, destination in (("srt_gone", gone), ("srt_kept", kept)):
+            await conn.execute(
+                "INSERT INTO stream_routes (id, organization_id, stream_id, destination_id)"
+                " VALUES (%(r)s, %(o)s, 'str_1', %(d)s)",
+                {"r": route, "o": acme.org, "d": destination},
+            )
+        await conn.execute(
+            "UPDATE destinations SET deleted_at = now() WHERE id = %(d)s", {"d": gone}
+        )
+        fix.write_text(held)
+        assert await migrate(conn, directory, destination_types=DESTINATION_TYPES) == [
+            "0041_orphan_stream_routes.sql"
+        ]
+        live = await rows(conn, "SELECT id FROM stream_routes WHERE deleted_at IS NULL")
+    finally:
+        await conn.close()
+    assert live == [{"id": "srt_kept"}]

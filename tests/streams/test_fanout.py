@@ -245,3 +245,30 @@ async def test_fanout__an_email_reads_the_event(services: Services, conn: Conn, 
     lines = sent.body.splitlines()
     assert sorted(lines[:2]) == ["order: 1042", "paid: Yes"]
     assert lines[2].startswith(f"Receipt {posted.json()['event']} · order.paid on stream ")
+
+
+async def test_fanout__deleting_a_destination_removes_its_stream_routes(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="pro")
+    async with api_client(services) as client:
+        stream = await new_stream(client, acme)
+        routes = f"/v1/streams/{stream['id']}/routes"
+        gone = await _hook(client, acme, "https://example.com/gone")
+        await _route(client, acme, stream["id"], {"destination_id": gone["id"]})
+        deleted = await client.delete(f"/v1/destinations/{gone['id']}", headers=acme.headers)
+        assert deleted.status_code == 204
+        # No route left `enabled` to a destination that is gone, silently planning nothing.
+        assert (await client.get(routes, headers=acme.headers)).json()["data"] == []
+        kept = await _hook(client, acme, "https://example.com/kept")
+        await _route(client, acme, stream["id"], {"destination_id": kept["id"]})
+        answer = await client.post(
+            f"/v1/streams/{stream['id']}/events",
+            json={"id": "after", "type": "signup", "data": {}},
+            headers=ingest_headers(stream),
+        )
+        assert answer.status_code == 202, answer.text
+        listed = (await client.get(routes, headers=acme.headers)).json()["data"]
+    assert [r["destination_id"] for r in listed] == [kept["id"]]
+    planned = await rows(conn, "SELECT destination_id FROM deliveries")
+    assert [d["destination_id"] for d in planned] == [kept["id"]]

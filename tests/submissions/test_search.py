@@ -158,7 +158,10 @@ async def test_search__fifty_dashes_are_a_422_invalid_search_not_a_500(
     assert (nul.status_code, "NUL" in nul.text) == (422, True)
     # Only the 30 dashes (a search that answered) left a row.
     recorded = await rows(
-        conn, "SELECT action FROM audit_log WHERE organization_id = %(o)s", o=acme.org
+        conn,
+        "SELECT action FROM audit_log WHERE organization_id = %(o)s"
+        " AND action <> 'member.signed_in'",
+        o=acme.org,
     )
     assert recorded == [{"action": "submission.searched"}]
 

@@ -38,6 +38,7 @@ COLUMNS = [
     "via",
     "ip",
     "user_agent",
+    "changed",
     "id",
     "prev_hash",
     "hash",
@@ -123,9 +124,8 @@ async def _csv(services: Services, scope: OrgScope, found: dict[str, Any]) -> As
         writer = csv.writer(buffer)
         for row in rows:
             at: datetime = row["at"]
-            writer.writerow(
-                csv_cell(at.isoformat() if name == "at" else row[name]) for name in COLUMNS
-            )
+            cells = {**row, "at": at.isoformat(), "changed": " ".join(row["changed"] or [])}
+            writer.writerow(csv_cell(cells[name]) for name in COLUMNS)
         yield buffer.getvalue()
         if len(rows) < _CSV_BATCH:
             return

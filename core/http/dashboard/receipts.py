@@ -116,6 +116,8 @@ async def _receipt(
         spam_tokens=spam_tokens,
         can_release=present and found["status"] != "accepted" and not found["released_at"],
         can_mark_spam=present and found["status"] != "spam",
+        # Marked as spam after it went out: the receipt says so rather than "not delivered".
+        delivered=any(line["status"] == "sent" for line in found["deliveries"]),
         refusal=refusal,
         status_code=409 if refusal else 200,
     )

@@ -23,6 +23,8 @@ from core.platform.services import Services
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # The window the page offers first: what failed in the last week.
 DEFAULT_DAYS = 7
+# What the page offers first: what did not go through and what is still waiting for it.
+DEFAULT_STATUSES = ["dead", "failed"]
 
 
 def _asked(destination_id: str, posted: FormData) -> replays.ReplayFilter:
@@ -37,7 +39,7 @@ def _asked(destination_id: str, posted: FormData) -> replays.ReplayFilter:
         return replays.ReplayFilter.model_validate(
             {
                 "destination": destination_id,
-                "status": posted.getlist("status") or ["dead"],
+                "status": posted.getlist("status") or DEFAULT_STATUSES,
                 "since": datetime(since.year, since.month, since.day, tzinfo=UTC),
             }
         )
@@ -81,7 +83,7 @@ async def replay_form(
     if resumed is None:
         since = (utcnow() - timedelta(days=DEFAULT_DAYS)).date().isoformat()
         return await _replay_page(
-            request, services, session, destination_id, since=since, statuses=["dead"]
+            request, services, session, destination_id, since=since, statuses=DEFAULT_STATUSES
         )
     shown = {"since": resumed, "statuses": ["dead", "skipped"]}
     asked = _asked(destination_id, FormData({"since": resumed, "status": "dead"}))

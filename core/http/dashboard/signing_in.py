@@ -32,6 +32,7 @@ from core.owner import members
 from core.owner.dashboard_sessions import close_session, open_session
 from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, throttle_account
 from core.platform.clock import utcnow
+from core.platform.db import Conn
 from core.platform.errors import InvalidInput, NotFound, Unauthenticated
 from core.platform.services import Services
 from core.platform.vocabulary import AuthFailureKind
@@ -73,17 +74,41 @@ def _text(form: FormData, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+async def _audit_sign_in(
+    conn: Conn,
+    request: Request,
+    services: Services,
+    *,
+    member_id: str | None,
+    organization_id: str | None,
+) -> None:
+    """Record a sign-in (a session opened in `organization_id`) or, with none, a failed
+    one of a member's account (an address that is no member's records nothing)."""
+    if member_id is None:
+        return
+    origin = origin_of(request, services, "dashboard")
+    # A transaction (a savepoint within one): each append holds its chain's lock to the end.
+    async with conn.transaction():
+        await members.record_sign_in(
+            conn, member_id=member_id, organization_id=organization_id, origin=origin
+        )
+
+
 async def _signed_in(
     request: Request, services: Services, member_id: str, organization_id: str
 ) -> Response:
-    """A new session for the member, its cookie, and the inbox."""
-    async with services.db.connection() as conn:
+    """A new session for the member, its cookie, and the inbox; the sign-in recorded with
+    the session."""
+    async with services.db.transaction() as conn:
         session_id = await open_session(
             conn,
             member_id=member_id,
             organization_id=organization_id,
             user_agent=request.headers.get("user-agent", ""),
             now=utcnow(),
+        )
+        await _audit_sign_in(
+            conn, request, services, member_id=member_id, organization_id=organization_id
         )
     response = see_other("/app")
     set_cookie(response, services, SESSION_COOKIE, session_id)
@@ -151,6 +176,8 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
                 now=utcnow(),
             )
         except Unauthenticated as exc:
+            tried = await members.member_by_address(conn, email)
+            await _audit_sign_in(conn, request, services, member_id=tried, organization_id=None)
             return _sign_in_again(request, services, 401, f"{str(exc).capitalize()}.", email)
         await forgive(conn, turn)
     return await _signed_in(request, services, member_id, organization_id)

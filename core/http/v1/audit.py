@@ -40,6 +40,11 @@ class AuditRow(BaseModel):
     via: AuditVia
     ip: str | None
     user_agent: str | None
+    changed: list[str] | None = Field(
+        default=None,
+        description="the names of the settings a change changed (`form.updated`), never "
+        "their values; null otherwise",
+    )
     prev_hash: str
     hash: str = Field(description="SHA-256 of `prev_hash` and the row's content (hex)")
 

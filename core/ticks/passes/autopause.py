@@ -10,5 +10,6 @@ from core.ticks.maintenance import PassContext
 
 
 async def run(ctx: PassContext) -> Counter[str]:
-    async with ctx.services.db.connection() as conn:
+    # One transaction: each pause commits with its alert.
+    async with ctx.services.db.transaction() as conn:
         return Counter(destinations_paused=await pause_failing(conn, now=ctx.now))

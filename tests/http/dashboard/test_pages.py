@@ -6,6 +6,8 @@ import re
 from typing import Any
 
 from core.destinations.http import close_shared_client
+from core.outbox.worker import Deliverer, WorkerOptions
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import (
@@ -414,3 +416,23 @@ async def test_destinations__a_generated_secret_is_shown_once_on_creation_and_on
     assert rotated.status_code == 200 and second, rotated.text
     assert [(s["version"], s["secret"]) for s in secrets] == [(1, first[1]), (2, second[1])]
     assert first[1] not in later.text and "shown-secret" not in later.text
+
+
+async def test_receipt__delivered_then_marked_spam_says_so(services: Services, conn: Conn) -> None:
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant)
+    with receiver() as peer:
+        destination = await make_destination(conn, tenant, config={"url": peer.url})
+        await make_route(conn, tenant, form_id, destination)
+        receipt = await _submission(services, form_id)
+        fast = WorkerOptions(timeout=2, margin=0.1)
+        stats = await Deliverer(services, options=fast).run_pass(now=utcnow(), budget=5)
+        assert stats["sent"] == 1, stats
+    async with dashboard_client(services) as client:
+        token = await sign_in(client, tenant.key)
+        marked = await client.post(f"/app/submissions/{receipt}/spam", data={"csrf": token})
+        assert marked.status_code == 303, marked.text
+        page = (await client.get(f"/app/submissions/{receipt}")).text
+    assert "not delivered because it is spam" not in page
+    assert "This submission was delivered, then marked as spam." in page
+    assert ">Delivered</span>" in page

@@ -207,3 +207,57 @@ async def test_a_change_and_its_audit_row_commit_together_or_not_at_all(
             )
             subject = made.json()["id"] if made.status_code == 201 else form
             assert (row["action"], row["subject"]) == (action, subject)
+
+
+async def test_a_form_update_names_what_it_changed_never_the_values(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn)
+    async with api_client(services, tenant.key) as client:
+        # The name changes, the retention is given as it is, and a write-only secret is set.
+        current = (await client.get(f"/v1/forms/{form}")).json()
+        patched = await client.patch(
+            f"/v1/forms/{form}",
+            json={
+                "name": "Renamed-7731",
+                "retention_days": current["retention_days"],
+                "turnstile_secret": "0x4AAAAAAA-secret-7731",
+            },
+        )
+        assert patched.status_code == 200, patched.text
+        [row] = await _audit(client, action="form.updated")
+    assert (row["subject"], row["changed"]) == (form, ["name", "turnstile_secret"])
+    stored = await rows(conn, "SELECT * FROM audit_log")
+    assert "7731" not in repr(stored)
+    report = await verify_chain(conn, tenant.org)
+    assert (report.rows, report.broken_id) == (1, None)
+
+
+async def test_a_streams_first_ingest_key_is_recorded(services: Services, conn: Conn) -> None:
+    tenant = await make_tenant(conn)
+    async with api_client(services, tenant.key) as client:
+        made = await client.post("/v1/streams", json={"name": "Orders"})
+        assert made.status_code == 201, made.text
+        trail = await _audit(client)
+    stream = made.json()
+    assert [(r["action"], r["subject"]) for r in reversed(trail)] == [
+        ("ingest_key.created", stream["ingest_key"]["id"]),
+        ("stream.created", stream["id"]),
+    ]
+    assert stream["ingest_key"]["key"] not in repr(await rows(conn, "SELECT * FROM audit_log"))
+
+
+async def test_reading_a_submission_again_soon_is_the_same_read(
+    services: Services, conn: Conn
+) -> None:
+    tenant, form = await setup_form(conn)
+    async with submit_client(services) as visitor:
+        posted = await visitor.post(f"/s/{form}", json={"name": SECRET_VALUE})
+    receipt = posted.json()["receipt"]
+    async with api_client(services, tenant.key) as client:
+        for _ in range(2):
+            assert (await client.get(f"/v1/submissions/{receipt}")).status_code == 200
+        assert (await client.post(f"/v1/submissions/{receipt}/spam")).status_code == 200
+        assert (await client.get(f"/v1/submissions/{receipt}")).status_code == 200
+        trail = await _audit(client)
+    assert [r["action"] for r in reversed(trail)] == ["submission.read", "submission.marked_spam"]

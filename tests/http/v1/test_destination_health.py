@@ -55,10 +55,12 @@ async def _attempted(
         (["sent"] * 18 + ["failed"] * 2, 40, True, "degraded", "90% sent"),
         (["sent"] * 20, 7_000, True, "degraded", "p95 7.0 s"),
         (["sent"] * 20, 40, True, "healthy", "100% sent"),
-        (["failed"] * 3, 40, True, "healthy", "3 attempts in 24 h, 0% sent"),
+        # Too few to judge a share, but none sent is never healthy.
+        (["failed"] * 3, 40, True, "failing", "3 attempts in 24 h, 0% sent"),
+        (["sent"] + ["failed"] * 3, 40, True, "healthy", "4 attempts in 24 h, 25% sent"),
         (["sent"] * 20, 40, False, "paused", "100% sent"),
     ],
-    ids=["all-fail", "mostly-fail", "some-fail", "slow", "fine", "too-few", "paused"],
+    ids=["all-fail", "mostly-fail", "some-fail", "slow", "fine", "none-sent", "too-few", "paused"],
 )
 async def test_health__the_word_matches_the_last_day_of_attempts(
     services: Services,

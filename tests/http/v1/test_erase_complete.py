@@ -84,6 +84,7 @@ OTHER_COLUMNS = {
     ("audit_log", "via"): "vocabulary",
     ("audit_log", "ip"): "the acting client's address (an owner's, never a visitor's)",
     ("audit_log", "user_agent"): "the acting client's user agent",
+    ("audit_log", "changed"): "the names of the settings a change changed, never values",
     ("audit_log", "prev_hash"): "hash",
     ("audit_log", "hash"): "hash",
     ("audit_anchors", "organization_id"): "id",

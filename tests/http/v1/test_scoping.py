@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from core.http.access import Rule, checked_routes, rule_of
+from core.owner.audit import READ_ONCE
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.services import Services
@@ -316,11 +317,20 @@ async def test_scoping__the_same_calls_on_the_callers_own_objects_succeed(
             rule = audited.get((method, path))
             records = rule is not None and rule.status in (None, own.status_code)
             added = (await _trail(conn, intruder))[len(trail) :]
-            if added != ([rule.action] if rule is not None and records else []):
+            expected = [rule.action] if rule is not None and records else []
+            # A stream's first ingest key is recorded with it; a read of one object the
+            # key read moments ago is that read (READ_ONCE).
+            expected = ALSO_RECORDED.get((method, path), []) + expected
+            again = rule is not None and rule.action in READ_ONCE and added == []
+            if added != expected and not again:
                 recorded[method, path] = added
     assert refused == {}
     assert recorded == {}
     assert len(audited) >= 35
+
+
+# Rows a call records before its rule's own.
+ALSO_RECORDED = {("POST", "/v1/streams"): ["ingest_key.created"]}
 
 
 async def _trail(conn: Conn, tenant: Tenant) -> list[str]:

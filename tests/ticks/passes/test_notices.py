@@ -22,6 +22,7 @@ from core.ticks.passes.history import HISTORY_DAYS
 from core.ticks.retention import run_retention
 from tests.support.api import api_client, assert_problem, error_fields
 from tests.support.builders import Tenant, add_attempt, make_delivery, make_route_to, setup_form
+from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver, status
 from tests.support.records import rows
 from tests.support.settings import SENDER, with_settings
@@ -211,3 +212,56 @@ async def test_notifications__ticks_racing_pause_once_and_email_once(
     assert notice["Subject"] == "Postbag paused the destination “Hook”"
     events = await rows(conn, "SELECT subject_id FROM events WHERE type = 'destination.paused'")
     assert events == [{"subject_id": dst}]
+
+
+async def test_notifications__a_self_pause_is_an_alert_and_its_email_says_the_owners_figures(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow()
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    dst, rte = await make_route_to(conn, tenant, form, config={"url": "http://127.0.0.1:9/h"})
+    _, dlv = await make_delivery(
+        conn, tenant, form, dst, rte, target={"url": "http://127.0.0.1:9/h"}
+    )
+    # Ten attempts failed in the last day under the storm breaker.
+    for n in range(10):
+        at = now - timedelta(hours=2 * n)
+        await add_attempt(conn, tenant, dlv, attempt=n + 1, at=at, duration_ms=5, outcome="failed")
+    await conn.execute(
+        "UPDATE destinations SET health = 'failing', consecutive_failures = 15,"
+        " failing_since = %(at)s WHERE id = %(id)s",
+        {"id": dst, "at": now - timedelta(hours=25)},
+    )
+    async with api_client(mail, tenant.key) as api:
+        await api.patch("/v1/organization", json={"notify": [OWNER]})
+        # The owner's own threshold: one failed attempt in 24 hours.
+        windowed = await api.patch(
+            f"/v1/destinations/{dst}", json={"pause_after": {"hours": 24, "attempts": 1}}
+        )
+        assert windowed.json()["pause_after"] == {"hours": 24, "attempts": 1}
+        await _tick(mail, now)
+        [alert] = (await api.get("/v1/alerts")).json()["data"]
+        async with dashboard_client(mail) as client:
+            await sign_in(client, tenant.key)
+            page = (await client.get("/app/alerts")).text
+        assert "paused itself: 10 attempts in 24 h" in page
+        resumed = await api.patch(f"/v1/destinations/{dst}", json={"enabled": True})
+        assert resumed.status_code == 200, resumed.text
+        [after] = (await api.get("/v1/alerts")).json()["data"]
+    assert (alert["kind"], alert["subject"], alert["status"]) == (
+        "destination.paused",
+        dst,
+        "open",
+    )
+    assert alert["detail"] == (
+        "paused itself: 10 attempts in 24 h, none sent (it pauses after 1 failed in 24 h)"
+    )
+    assert after["status"] == "resolved"
+    [notice] = _parsed(received)
+    body = notice.get_body()
+    assert body is not None
+    text = body.get_content()
+    assert "10 attempts in 24 hours, none sent (it pauses after 1 failed in 24 hours)" in text
+    assert "or more" not in text
