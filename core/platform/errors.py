@@ -53,8 +53,8 @@ class InputLimit(InvalidInput):
 
 
 class InvalidSearch(InvalidInput):
-    """A search text (`q`) the database cannot read as a search (a NUL, operators without
-    words): refused, never a failed request."""
+    """A search text (`q`) past its bounds (length, terms, no word long enough to find, a
+    NUL) or that ran past its time: refused, never a failed request."""
 
 
 class PlanLimitReached(PostbagError):
