@@ -154,7 +154,8 @@ class ValuesExpired(PostbagError):
 
 
 class AlreadyReleased(PostbagError):
-    """A release was asked for a submission already released or accepted."""
+    """A release was asked for a submission or a stream event already released or
+    accepted."""
 
 
 class StorageError(PostbagError):
