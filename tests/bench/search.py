@@ -4,8 +4,9 @@ inbox's first page and a lookup by id in the same run.
 Migrates a fresh database, stores `--rows` submissions (100,000) of one organization's form
 in one statement (an email on example.com, one in a hundred on example.net; a message naming
 a number of chairs, one in a thousand a sofa), and 1,000 of another organization holding
-the same words (never found: the search is the organization's), then ANALYZE. Through the management app (in
-process, the same path as a request: key, role, audit row, the search's bounds) it times
+the same words (never found: the search is the organization's), then ANALYZE. Through the
+management app (in process, the same path as a request: key, role, audit row, the search's
+bounds) it times
 the reference calls, `GET /v1/submissions?limit=50` (the inbox's first page) and
 `GET /v1/submissions/{id}`, and each search at the same page size: a prefix of one address,
 a part of an address one in a hundred hold, a word one in a thousand hold, a word every row
@@ -120,7 +121,7 @@ async def measure(url: str, args: argparse.Namespace) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         async with built_services(url, Path(tmp)) as services:
             async with api_client(services, tenant.key) as api:
-                for label, path, params, _ in calls:  # warm-up: pool, caches, app
+                for _, path, params, _ in calls:  # warm-up: pool, caches, app
                     await timed(api, path, params)
                 for _ in range(args.repeat):
                     for label, path, params, _ in calls:

@@ -13,7 +13,7 @@ from core.platform.services import Services
 from tests.streams.test_ingest import ingest_headers, new_stream
 from tests.support.api import WEBHOOK, api_client, assert_problem, create
 from tests.support.builders import Tenant, make_tenant
-from tests.support.dashboard import csrf_of, dashboard_client, sign_in
+from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.records import rows
 
 ORDER = {
