@@ -1,5 +1,6 @@
-"""`postbag listen`: a development receiver that prints each webhook delivery as it arrives,
-and whether both of its signatures verify (docs/webhooks.md)."""
+"""`postbag listen`: a development receiver that prints each webhook delivery as it arrives
+(a submission's values, a stream event's type and data), and whether both of its signatures
+verify (docs/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from starlette.routing import Route
 
 from core.destinations import webhook
 from core.destinations.base import ValidationContext
+from core.destinations.bodies import EVENT_NAME
 from core.owner import destinations, routes
 from core.owner.changes import Change
 from core.owner.organizations import owner_of
@@ -74,7 +76,8 @@ def verify(secret: str | None, headers: Mapping[str, str], body: bytes) -> Verdi
 
 
 def describe(headers: Mapping[str, str], body: bytes, verdict: Verdict, *, at: datetime) -> str:
-    """One delivery as printed: event, receipt, form, values, and the signatures' verdict."""
+    """One delivery as printed: event, receipt, form and values (a stream event's type,
+    receipt, stream, id and data), and the signatures' verdict."""
     lower = {name.lower(): value for name, value in headers.items()}
     event, delivery = lower.get("x-postbag-event", "?"), lower.get("x-postbag-delivery", "?")
     head = f"{at:%H:%M:%S}  {event}  {delivery}"
@@ -83,7 +86,15 @@ def describe(headers: Mapping[str, str], body: bytes, verdict: Verdict, *, at: d
     except ValueError:
         return f"{head}\n  body is not JSON ({len(body)} bytes)\n  signatures: {verdict.words()}"
     lines = [head]
-    if isinstance(payload, dict):
+    if isinstance(payload, dict) and payload.get("event") == EVENT_NAME:
+        lines.append(
+            f"  type {payload.get('type')}  receipt {payload.get('receipt')}"
+            f"  stream {payload.get('stream')}  id {payload.get('id')}"
+        )
+        data = payload.get("data")
+        for name, value in (data if isinstance(data, dict) else {}).items():
+            lines.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
+    elif isinstance(payload, dict):
         lines.append(f"  receipt {payload.get('receipt')}  form {payload.get('form')}")
         if payload.get("test"):
             lines.append("  (a test send)")

@@ -53,8 +53,8 @@ class InputLimit(InvalidInput):
 
 
 class InvalidSearch(InvalidInput):
-    """A search text (`q`) the database cannot read as a search (a NUL, operators without
-    words): refused, never a failed request."""
+    """A search text (`q`) past its bounds (length, terms, no word long enough to find, a
+    NUL) or that ran past its time: refused, never a failed request."""
 
 
 class PlanLimitReached(PostbagError):
@@ -154,7 +154,8 @@ class ValuesExpired(PostbagError):
 
 
 class AlreadyReleased(PostbagError):
-    """A release was asked for a submission already released or accepted."""
+    """A release was asked for a submission or a stream event already released or
+    accepted."""
 
 
 class StorageError(PostbagError):

@@ -39,7 +39,25 @@ _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 # What stands for the violations of values that break the schema when they cannot be
 # listed (the listing ran past the check's budget, or the engine failed while listing).
-UNLISTED = {"path": "/", "keyword": "unlisted"}
+UNLISTED = {
+    "path": "/",
+    "keyword": "unlisted",
+    "field": "",
+    "message": "the data breaks the schema (what it breaks could not be listed in time)",
+}
+
+_UNCHECKED = {
+    "path": "/",
+    "keyword": "unchecked",
+    "field": "",
+    "message": "the data could not be checked within the check's time",
+}
+_SCHEMA_ERROR = {
+    "path": "/",
+    "keyword": "schema_error",
+    "field": "",
+    "message": "the schema could not be applied",
+}
 
 Outcome = Literal["valid", "invalid", "unchecked", "error"]
 
@@ -63,8 +81,8 @@ def judged(verdict: Verdict) -> tuple[str | None, list[dict[str, str]]]:
     if verdict.outcome == "invalid":
         return "schema_violation", verdict.errors
     if verdict.outcome == "unchecked":
-        return "schema_unchecked", [{"path": "/", "keyword": "unchecked"}]
-    return "schema_error", [{"path": "/", "keyword": "schema_error"}]
+        return "schema_unchecked", [_UNCHECKED]
+    return "schema_error", [_SCHEMA_ERROR]
 
 
 class _ChildGone(Exception):

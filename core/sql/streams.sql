@@ -272,7 +272,7 @@ RETURNING id
 -- name: list_stream_events
 -- One page of a stream's events, newest first, before a cursor, by type and status.
 SELECT id, client_id, type, status, reason, schema_errors, schema_version, data,
-       occurred_at, received_at, erase_at, erased_at, erase_reason
+       occurred_at, received_at, erase_at, erased_at, erase_reason, released_at
   FROM stream_events
  WHERE stream_id = %(stream_id)s AND organization_id = %(organization_id)s
    AND (%(type)s::text IS NULL OR type = %(type)s)
@@ -284,7 +284,7 @@ SELECT id, client_id, type, status, reason, schema_errors, schema_version, data,
 -- name: get_stream_event
 -- One event of a stream.
 SELECT id, client_id, type, status, reason, schema_errors, schema_version, data,
-       occurred_at, received_at, erase_at, erased_at, erase_reason
+       occurred_at, received_at, erase_at, erased_at, erase_reason, released_at
   FROM stream_events
  WHERE id = %(id)s AND stream_id = %(stream_id)s AND organization_id = %(organization_id)s
 

@@ -1,12 +1,8 @@
 -- name: list_submissions
--- One page of an organization's submissions, newest first, without values; with `q`, only
--- those whose readable values hold its words (web-search syntax: "a phrase", -not, or).
+-- One page of an organization's submissions, newest first, without values.
 SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
   FROM submissions
  WHERE organization_id = %(organization_id)s
-   AND (%(q)s::text IS NULL
-        OR (search @@ websearch_to_tsquery('simple', %(q)s::text)
-            AND (erase_at IS NULL OR erase_at > %(now)s::timestamptz)))
    AND (%(form_id)s::text IS NULL OR form_id = %(form_id)s::text)
    AND (%(status)s::text IS NULL OR status = %(status)s::text)
    AND (%(flag)s::text IS NULL OR %(flag)s::text = ANY(flags))
@@ -15,6 +11,18 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
         OR (received_at, id) < (%(before_at)s::timestamptz, %(before_id)s::text))
  ORDER BY received_at DESC, id DESC
  LIMIT %(limit)s
+
+-- name: search_submissions
+-- The same page of those whose readable values hold the anchor and the other terms and none
+-- of the excluded ones (ILIKE patterns; the function is 0059_substring_search.sql's).
+SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
+  FROM search_submissions(%(anchor)s, %(others)s, %(excluded)s, %(now)s, %(form_id)s,
+                          %(status)s, %(flag)s, %(since)s, %(before_at)s, %(before_id)s,
+                          %(limit)s)
+
+-- name: search_time_bound
+-- How long a search may take, for the rest of its transaction.
+SELECT set_config('statement_timeout', %(timeout)s, true)
 
 -- name: get_submission
 -- One submission with its attachments, one line per delivery, and its history (its own

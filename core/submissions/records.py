@@ -17,12 +17,10 @@ from core.destinations.base import ValidationContext
 from core.destinations.order import in_field_order
 from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
-from core.platform.errors import InvalidSearch, NotFound, ValuesErased, ValuesExpired
+from core.platform.errors import NotFound, ValuesErased, ValuesExpired
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
-
-# The longest search text (`q`) accepted.
-SEARCH_CHARS = 200
+from core.submissions.search import SEARCH_TIMEOUT, read_search, refused
 
 
 def readable(row: dict[str, Any], now: datetime) -> str:
@@ -63,16 +61,12 @@ async def list_submissions(
     q: str | None = None,
 ) -> list[dict[str, Any]]:
     """One page, newest first, without values (only those flagged `flag`, e.g. `test`, and
-    with `q` those whose readable values hold its words).
+    with `q` those whose readable values hold its terms: `core/submissions/search.py`).
 
-    A `q` longer than SEARCH_CHARS, holding a NUL, or that PostgreSQL cannot parse as a
-    search (a long run of `-`: its parser's operator stack is small) is InvalidSearch.
+    A `q` past its bounds, or a search that runs past SEARCH_TIMEOUT, is InvalidSearch.
     """
-    if q is not None:
-        _check_search(q)
-    params = {
+    params: dict[str, Any] = {
         "organization_id": scope.organization_id,
-        "q": q or None,
         "now": now,
         "form_id": form_id,
         "status": status,
@@ -82,26 +76,19 @@ async def list_submissions(
         "before_id": before[1] if before else None,
         "limit": limit,
     }
-    try:
+    if q is None:
         cur = await conn.execute(queries["list_submissions"], params)
-    except psycopg.errors.InternalError_ as exc:
-        # `websearch_to_tsquery` reports what it cannot parse as an internal error (XX000).
-        if q is None:
-            raise
-        raise _invalid_search("it cannot be read as a search (a long run of `-`?)") from exc
+        return [_summary(row, now) for row in await cur.fetchall()]
+    search = read_search(q)
+    params.update(anchor=search.anchor, others=list(search.others), excluded=list(search.excluded))
+    await conn.execute(queries["search_time_bound"], {"timeout": SEARCH_TIMEOUT})
+    try:
+        cur = await conn.execute(queries["search_submissions"], params)
+    except psycopg.errors.QueryCanceled as exc:
+        raise refused(
+            f"it took longer than {SEARCH_TIMEOUT}: add a word, or choose a form or a status"
+        ) from exc
     return [_summary(row, now) for row in await cur.fetchall()]
-
-
-def _invalid_search(why: str) -> InvalidSearch:
-    return InvalidSearch(f"invalid search text: {why}", [{"field": "q", "message": why}])
-
-
-def _check_search(q: str) -> None:
-    """Refuse, before the database, a search text it could not take."""
-    if len(q) > SEARCH_CHARS:
-        raise _invalid_search(f"at most {SEARCH_CHARS} characters")
-    if "\x00" in q:
-        raise _invalid_search("it holds a NUL character")
 
 
 def redacted_target(channel: str, target: Any) -> dict[str, Any] | None:

@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "submit": ["--worker-process", "--enforce"],
     "pooler": [],
     "streams": [],
+    "search": [],
     "cloud": [],
     "bomb": [],
     "history": [],

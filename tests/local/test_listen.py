@@ -42,7 +42,9 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-def _signed(secret: str, delivery: str, payload: dict[str, object]) -> tuple[bytes, dict[str, str]]:
+def _signed(
+    secret: str, delivery: str, payload: dict[str, object], event: str = "form.submitted"
+) -> tuple[bytes, dict[str, str]]:
     body = body_bytes(payload)
     headers = signature_headers(
         secret=secret, delivery_id=delivery, body=body, timestamp=int(time.time())
@@ -52,7 +54,7 @@ def _signed(secret: str, delivery: str, payload: dict[str, object]) -> tuple[byt
     return body, {
         **lowered,
         "content-type": "application/json",
-        "x-postbag-event": "form.submitted",
+        "x-postbag-event": event,
         "x-postbag-delivery": delivery,
     }
 
@@ -75,15 +77,33 @@ def test_listen__prints_each_delivery_and_whether_both_signatures_verify(db_url:
         bad_body, bad_headers = _signed(
             "whsec_" + "d3JvbmctLXdyb25nLS13cm9uZw==", "dlv_bad", payload
         )
+        event = {
+            "event": "stream.event",
+            "stream": "str_1",
+            "receipt": "evt_1",
+            "id": "order-7",
+            "type": "order.paid",
+            "data": {"order": 7, "total": 9.5, "lines": [{"sku": "SOFA"}]},
+        }
+        event_body, event_headers = _signed(SECRET, "dlv_event", event, "stream.event")
         answers = [
             httpx.post(f"http://127.0.0.1:{port}/", content=body, headers=headers, timeout=10)
-            for body, headers in ((good_body, good_headers), (bad_body, bad_headers))
+            for body, headers in (
+                (good_body, good_headers),
+                (bad_body, bad_headers),
+                (event_body, event_headers),
+            )
         ]
-        seen = output.until("signatures:", count=2)
+        seen = output.until("signatures:", count=3)
     finally:
         _stop(proc)
-    assert [a.status_code for a in answers] == [200, 200]
-    good, bad = seen.split("dlv_good", 1)[1].split("dlv_bad", 1)
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    streamed = seen.split("dlv_event", 1)[1]
+    assert "stream.event" in seen.split("dlv_event", 1)[0].rsplit("\n", 1)[1]
+    assert "type order.paid  receipt evt_1  stream str_1  id order-7" in streamed
+    assert "  total: 9.5" in streamed and '  lines: [{"sku": "SOFA"}]' in streamed
+    assert "signatures: both verify" in streamed
+    good, bad = seen.split("dlv_good", 1)[1].split("dlv_event", 1)[0].split("dlv_bad", 1)
     assert "receipt sub_1  form frm_1" in good and 'email: "ada@example.com"' in good
     assert "signatures: both verify" in good
     assert "NOT VERIFIED" in bad

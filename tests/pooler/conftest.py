@@ -1,7 +1,8 @@
 """The pooler suite: Postbag's services on a real PgBouncer in transaction mode.
 
-Skipped only where PgBouncer is not installed; `./local/test` installs it where it can
-(root and apt-get), and CI (POSTBAG_TEST_REQUIRE_PGBOUNCER=1) fails instead of skipping.
+Skipped only where PgBouncer is not installed; with POSTBAG_TEST_REQUIRE_PGBOUNCER=1 (CI)
+`./local/test` installs it where it can (root and apt-get, upgrading nothing) and the suite
+fails instead of skipping.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def pooler_port(admin_url: str) -> Iterator[int]:
         if os.environ.get("POSTBAG_TEST_REQUIRE_PGBOUNCER") == "1":
             pytest.fail("pgbouncer is required here (POSTBAG_TEST_REQUIRE_PGBOUNCER=1)")
         pytest.skip(
-            "pgbouncer is not installed and could not be (./local/test installs it with "
-            "apt-get where it runs as root)"
+            "pgbouncer is not installed (POSTBAG_TEST_REQUIRE_PGBOUNCER=1 ./local/test "
+            "installs it with apt-get where it runs as root, or apt-get install pgbouncer)"
         )
     with pgbouncer(admin_url) as port:
         yield port

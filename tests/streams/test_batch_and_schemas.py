@@ -18,6 +18,10 @@ ORDER_SCHEMA = {
     "required": ["order"],
     "properties": {"order": {"type": "integer"}},
 }
+# What the schema's violation says: where, which keyword, the field and the limit in words.
+ORDER_NOT_AN_INTEGER = [
+    {"path": "/order", "keyword": "type", "field": "order", "message": "`order` is not an integer"}
+]
 
 
 async def test_batch__mixed_results_in_one_transaction(services: Services, conn: Conn) -> None:
@@ -66,7 +70,7 @@ async def test_batch__mixed_results_in_one_transaction(services: Services, conn:
     ]
     assert results[0]["event"] == before.json()["event"]
     assert results[4]["event"] == results[1]["event"]
-    assert results[2]["errors"] == [{"path": "/order", "keyword": "type"}]
+    assert results[2]["errors"] == ORDER_NOT_AN_INTEGER
     assert results[3]["event"] is None and results[3]["errors"][0]["field"] == "data"
     assert results[5]["errors"][0]["field"] == "data.text"
     assert results[6]["errors"][0]["field"] == "id"
@@ -164,10 +168,10 @@ async def test_schemas__observe_accepts_and_reports_drift(services: Services, co
         )
         assert drifted.status_code == 202
         assert drifted.json()["status"] == "accepted"
-        assert drifted.json()["errors"] == [{"path": "/order", "keyword": "type"}]
+        assert drifted.json()["errors"] == ORDER_NOT_AN_INTEGER
         listed = await client.get(f"{path}/events?status=accepted", headers=acme.headers)
     [event] = listed.json()["data"]
-    assert event["errors"] == [{"path": "/order", "keyword": "type"}]
+    assert event["errors"] == ORDER_NOT_AN_INTEGER
     assert event["schema_version"] == 1
 
 
@@ -205,6 +209,11 @@ async def test_schemas__suggested_from_events_then_adopted(services: Services, c
         )
         missing = await client.post(f"{path}/schemas/9/adopt", headers=acme.headers)
     assert after.json()["status"] == "quarantined"
-    assert {"path": "/age", "keyword": "type"} in after.json()["errors"]
+    assert {
+        "path": "/age",
+        "keyword": "type",
+        "field": "age",
+        "message": "`age` is not an integer",
+    } in after.json()["errors"]
     assert other_type.json()["status"] == "accepted"
     assert_problem(missing, 404, "not_found")

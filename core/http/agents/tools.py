@@ -25,7 +25,7 @@ from core.http.v1.destinations import Destination
 from core.http.v1.events import EventPage
 from core.http.v1.forms import Form
 from core.http.v1.shared import Page
-from core.http.v1.streams import StoredEvent, Stream
+from core.http.v1.streams import EventWithDeliveries, StoredEvent, Stream
 from core.http.v1.submissions import SubmissionSummary
 from core.http.v1.usage import Usage
 from core.owner.roles import Actor, Permission, require
@@ -70,6 +70,9 @@ DestinationId = Annotated[
 ]
 AlertId = Annotated[str, Field(pattern=id_pattern("alr"), description="an alert id (alr_…)")]
 StreamId = Annotated[str, Field(pattern=id_pattern("str"), description="a stream id (str_…)")]
+EventId = Annotated[
+    str, Field(pattern=id_pattern("evt"), description="a stored event's receipt (evt_…)")
+]
 Cursor = Annotated[
     str | None, Field(description="`next_cursor` of the previous page", max_length=512)
 ]
@@ -352,6 +355,14 @@ def build_server(
         params = {"type": type, "status": status, "cursor": cursor, "limit": limit}
         path = f"/streams/{stream_id}/events"
         return Page[StoredEvent].model_validate(await call("GET", path, params=params))
+
+    @tool("operate", WRITE)
+    async def release_stream_event(stream_id: StreamId, event_id: EventId) -> EventWithDeliveries:
+        """Deliver a quarantined stream event anyway: it becomes accepted and the stream's live
+        routes that take its type each deliver it once (a second release is refused:
+        already_released)."""
+        path = f"/streams/{stream_id}/events/{event_id}/release"
+        return EventWithDeliveries.model_validate(await call("POST", path))
 
     @tool("operate", WRITE)
     async def send_event(

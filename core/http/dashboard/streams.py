@@ -1,5 +1,6 @@
-"""Streams: the list (and a new stream), one stream with its ingest keys and recent
-events, and one event with its data and delivery lines (erase)."""
+"""Streams: the list (and a new stream), one stream with its routes, schema versions,
+ingest keys and recent events, and one event with its data, what it broke of the schema and
+its delivery lines (release from quarantine, erase)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import delivery_state, detail_words, page, reason_words
 from core.http.deps import ServicesDep
+from core.owner.destinations import list_destinations
 from core.owner.roles import may
 from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput
 from core.streams import events, streams
+from core.streams.routes import list_stream_routes
+from core.streams.schemas import list_stream_schemas
 from core.streams.streams import NewIngestKey, StreamFields
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
@@ -77,6 +81,14 @@ async def stream_page(
         recent = await events.list_events(
             conn, session.scope, stream_id=stream_id, type=None, status=None, before=None, limit=50
         )
+        routes = await list_stream_routes(
+            conn, session.scope, stream_id=stream_id, after=None, limit=200
+        )
+        versions = await list_stream_schemas(
+            conn, session.scope, stream_id=stream_id, after=None, limit=200
+        )
+        targets = await list_destinations(conn, session.scope, after=None, limit=500)
+    names = {d["id"]: d["name"] for d in targets}
     return await page(
         request,
         services,
@@ -87,7 +99,22 @@ async def stream_page(
         stream=stream,
         keys=keys,
         events=recent,
+        routes=[{**r, "destination_name": names.get(r["destination_id"])} for r in routes],
+        versions=_in_use(versions),
     )
+
+
+def _in_use(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Versions newest first, each marked `in_use` when it is the owner's latest for its
+    event type (the one events of that type are checked against, `core.schemas.versions`)."""
+    latest: dict[str | None, int] = {}
+    for row in versions:
+        if row["source"] == "manual":
+            latest[row["event_type"]] = row["version"]
+    return [
+        {**row, "in_use": latest.get(row["event_type"]) == row["version"]}
+        for row in reversed(versions)
+    ]
 
 
 @router.post(
@@ -157,6 +184,19 @@ async def event_page(
         data=data,
         lines=[_line(row) for row in lines],
     )
+
+
+@router.post(
+    "/streams/{stream_id}/events/{event_id}/release",
+    dependencies=[page_needs("operate", "stream_event.released")],
+)
+async def event_release(
+    change: ChangeDep, services: ServicesDep, _posted: CheckedForm, stream_id: str, event_id: str
+) -> Response:
+    await events.release_event(
+        change, services, stream_id=stream_id, event_id=event_id, now=utcnow()
+    )
+    return see_other(f"/app/streams/{stream_id}/events/{event_id}")
 
 
 @router.post(

@@ -105,6 +105,9 @@ class StoredEvent(BaseModel):
     received_at: datetime
     erase_at: datetime | None
     erased_at: datetime | None
+    released_at: datetime | None = Field(
+        description="when its owner released it from quarantine, if they did"
+    )
 
 
 class EventDelivery(BaseModel):
@@ -150,6 +153,7 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
         "received_at": row["received_at"],
         "erase_at": row["erase_at"],
         "erased_at": row["erased_at"],
+        "released_at": row["released_at"],
     }
 
 
@@ -410,6 +414,27 @@ async def get_event(
             conn, scope, stream_id=stream_id, event_id=event_id
         )
     return EventWithDeliveries.model_validate({**_event(row), "deliveries": deliveries})
+
+
+@router.post(
+    "/streams/{stream_id}/events/{event_id}/release",
+    dependencies=[needs("operate", "stream_event.released")],
+    responses=problems(404, 409, 422),
+)
+async def release_event(
+    change: ChangeDep,
+    stream_id: str,
+    event_id: str,
+    scope: ScopeDep,
+    services: ServicesDep,
+    now: NowDep,
+) -> EventWithDeliveries:
+    """Release a quarantined event: it becomes `accepted` and the stream's live routes that
+    take accepted events of its type get one delivery each, once (`409 already_released`
+    after; `409 values_erased` / `values_expired` when its data is gone). Answers the event
+    with its delivery lines."""
+    await events.release_event(change, services, stream_id=stream_id, event_id=event_id, now=now)
+    return await get_event(stream_id, event_id, scope, services)
 
 
 @router.post(

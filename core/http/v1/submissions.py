@@ -28,13 +28,9 @@ from core.platform.vocabulary import SubmissionFlag, SubmissionReason, Submissio
 from core.spam.model import weighed_tokens
 from core.submissions.erasure import erase_submission
 from core.submissions.export import FROM_THE_START, export_csv, export_fields, resume_after
-from core.submissions.records import (
-    SEARCH_CHARS,
-    get_attachment,
-    get_submission,
-    list_submissions,
-)
+from core.submissions.records import get_attachment, get_submission, list_submissions
 from core.submissions.review import mark_spam, release_submission
+from core.submissions.search import SEARCH_CHARS
 
 router = APIRouter(tags=["submissions"], responses=problems(401, 503), route_class=AuditedRoute)
 
@@ -67,8 +63,9 @@ async def submissions_list(
         Query(
             max_length=SEARCH_CHARS,
             description=(
-                'words the values must hold (any case; "a phrase", -word to exclude, '
-                "or); erased and expired values are never found"
+                "words the values must hold anywhere, in any case (`ada` finds "
+                'ada@example.com; "a phrase", -word to exclude; at most 8 terms, one with 3 '
+                "letters or digits in a row); erased and expired values are never found"
             ),
         ),
     ] = None,

@@ -45,6 +45,7 @@ WRITE_TOOLS = {
     "create_form",
     "erase_submission",
     "release_submission",
+    "release_stream_event",
     "mark_submission_spam",
     "retry_delivery",
     "acknowledge_alert",
@@ -235,6 +236,8 @@ ID_ARGUMENTS = [
     ("acknowledge_alert", "alert_id"),
     ("list_stream_events", "stream_id"),
     ("send_event", "stream_id"),
+    ("release_stream_event", "stream_id"),
+    ("release_stream_event", "event_id"),
 ]
 
 
@@ -325,6 +328,32 @@ async def test_mcp_http__mark_as_spam_then_release_delivers_once(world: World) -
         "submission.marked_spam",
         "submission.released",
     ]
+    assert again.is_error and "already_released:" in text_of(again)
+
+
+async def test_mcp_http__release_stream_event_delivers_a_quarantined_event_once(
+    world: World,
+) -> None:
+    headers = world.acme.headers
+    with httpx.Client(base_url=world.url, timeout=10) as api:
+        made = api.post(
+            "/v1/streams", json={"name": "MCP", "schema_mode": "enforce"}, headers=headers
+        )
+        stream = made.json()
+        path = f"/v1/streams/{stream['id']}"
+        schema = {"type": "object", "properties": {"total": {"minimum": 1}}}
+        assert api.post(f"{path}/schemas", json={"schema": schema}, headers=headers).is_success
+        posted = api.post(
+            f"{path}/events",
+            json={"type": "order.paid", "data": {"total": 0}},
+            headers={"Authorization": f"Bearer {stream['ingest_key']['key']}"},
+        ).json()
+    assert posted["status"] == "quarantined"
+    ids = {"stream_id": stream["id"], "event_id": posted["event"]}
+    async with over_http(world, world.acme.key) as client:
+        released = await call(client, "release_stream_event", **ids)
+        again = await client.call_tool("release_stream_event", ids)
+    assert (released["status"], released["released_at"] is not None) == ("accepted", True)
     assert again.is_error and "already_released:" in text_of(again)
 
 

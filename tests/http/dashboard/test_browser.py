@@ -152,8 +152,9 @@ def other_origin() -> Iterator[Website]:
 def _chromium() -> str:
     if not os.access(CHROMIUM, os.X_OK):
         message = (
-            f"BROWSER TEST SKIPPED: {CHROMIUM} is missing and could not be installed "
-            "(apt-get install chromium); the dashboard was NOT tested in a browser"
+            f"BROWSER TEST SKIPPED: {CHROMIUM} is missing (./local/test installs it as root "
+            "with apt-get when that upgrades nothing installed); the dashboard was NOT "
+            "tested in a browser"
         )
         print(f"\n!!! {message} !!!")
         pytest.skip(message)

@@ -47,7 +47,6 @@ VALUE_COLUMNS = {
     ("submissions", "values"): "the values",
     ("submissions", "meta"): "the referrer (a URL may carry values)",
     ("submissions", "field_order"): "the names the visitor posted (a name may carry a value)",
-    ("submissions", "search"): "the words of the values (generated from them, NULL with them)",
     ("attachments", "name"): "a file's name",
     ("deliveries", "payload"): "a digest's body (it lists several submissions)",
     ("deliveries", "target"): "an acknowledgement's recipient address",

@@ -75,6 +75,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/events"): {"type": "t", "data": {}},
     ("POST", "/v1/streams/{stream_id}/batch"): {"events": [{"type": "t", "data": {}}]},
     ("POST", "/v1/streams/{stream_id}/events/{event_id}/erase"): {},
+    ("POST", "/v1/streams/{stream_id}/events/{event_id}/release"): {},
     ("POST", "/v1/streams/{stream_id}/schemas/suggest"): {},
     ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
     ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
@@ -85,6 +86,11 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 OBJECTS: dict[tuple[str, str], dict[str, str]] = {
     # Only a spam or quarantined submission can be released.
     ("POST", "/v1/submissions/{submission_id}/release"): {"submission_id": "spam_submission_id"},
+    # Only a quarantined event can be released.
+    ("POST", "/v1/streams/{stream_id}/events/{event_id}/release"): {
+        "stream_id": "enforcing_stream_id",
+        "event_id": "quarantined_event_id",
+    },
 }
 
 # Query strings an operation needs to succeed on the caller's own objects.
@@ -170,6 +176,16 @@ async def _world(
     posted_event = await client.post(
         f"/v1/streams/{stream['id']}/events", json={"type": "t", "data": {}}, headers=who.headers
     )
+    enforcing = await create(
+        client, who, "/v1/streams", {"name": "Enforcing", "schema_mode": "enforce"}
+    )
+    strict = {"schema": {"type": "object", "required": ["order"]}}
+    await create(client, who, f"/v1/streams/{enforcing['id']}/schemas", strict)
+    quarantined = await client.post(
+        f"/v1/streams/{enforcing['id']}/events",
+        json={"type": "t", "data": {}},
+        headers=who.headers,
+    )
     invited = await create(
         client, who, "/v1/members", {"email": f"{new_id('inv')}@example.com", "role": "viewer"}
     )
@@ -180,6 +196,8 @@ async def _world(
         "stream_route_id": stream_route["id"],
         "ingest_key_id": stream["ingest_key"]["id"],
         "event_id": posted_event.json()["event"],
+        "enforcing_stream_id": enforcing["id"],
+        "quarantined_event_id": quarantined.json()["event"],
         "digest_id": digest_id,
         "form_id": form["id"],
         "destination_id": inbox["id"],
