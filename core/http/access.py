@@ -238,6 +238,34 @@ async def record_answer(request: Request, response: Response) -> None:
             await audit.record(conn, found.scope, entry)
 
 
+# A browser that made a change reads from the primary for this long after it (the page
+# the change redirects to shows it even while a read replica lags behind).
+WROTE_COOKIE = "postbag_wrote"
+FRESH_SECONDS = 10
+
+
+def mark_written(request: Request, response: Response) -> None:
+    """After a change committed, tell the browser to read its next pages from the primary
+    (`reads_fresh`) for FRESH_SECONDS."""
+    change: Change | None = getattr(request.state, "change", None)
+    if change is not None and change.recorded:
+        response.set_cookie(
+            WROTE_COOKIE,
+            "1",
+            max_age=FRESH_SECONDS,
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=request.url.scheme == "https",
+        )
+
+
+def reads_fresh(request: Request) -> bool:
+    """Whether this browser changed something in the last FRESH_SECONDS, so its reads go to
+    the primary rather than the read replica (read-your-writes)."""
+    return WROTE_COOKIE in request.cookies
+
+
 class AuditedRoute(APIRoute):
     """A route that records its rule's audit action after a successful answer (before the
     answer's body is sent: a streamed export is recorded as it starts), unless its change
@@ -249,6 +277,7 @@ class AuditedRoute(APIRoute):
         async def audited(request: Request) -> Response:
             response = await handler(request)
             await record_answer(request, response)
+            mark_written(request, response)
             return response
 
         return audited

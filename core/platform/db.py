@@ -67,8 +67,22 @@ class Database:
         connect_timeout: float = 5.0,
         wait_timeout: float = 10.0,
         transaction_pooler: bool = False,
+        read_url: str | None = None,
     ) -> None:
         self.url = url
+        # The read replica's pool (`reading`), opened on first use; None: reads go here.
+        self._reader = (
+            Database(
+                read_url,
+                min_size=0,
+                max_size=max_size,
+                connect_timeout=connect_timeout,
+                wait_timeout=wait_timeout,
+                transaction_pooler=transaction_pooler,
+            )
+            if read_url
+            else None
+        )
         self._transaction_pooler = transaction_pooler
         self._min_size = min_size
         self._max_size = max_size
@@ -125,6 +139,8 @@ class Database:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        if self._reader is not None:
+            await self._reader.close()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
@@ -169,6 +185,19 @@ class Database:
     async def scoped(self, scope: OrgScope) -> AsyncIterator[Conn]:
         """One transaction as `postbag_app`, where row-level security shows one organization."""
         async with self.transaction() as conn:
+            await enter_scope(conn, scope)
+            yield conn
+
+    @asynccontextmanager
+    async def reading(self, scope: OrgScope, *, fresh: bool = False) -> AsyncIterator[Conn]:
+        """One read-only transaction scoped like `scoped`, on the read replica when one is
+        set (`POSTBAG_READ_DATABASE_URL`) unless `fresh` asks for the primary (a page
+        right after its reader's own change). For what may lag a moment: lists, searches,
+        exports, counts; never for what a decision or a change reads. Read-only on the
+        primary too, so a write routed here fails everywhere, not only with a replica."""
+        source = self if fresh or self._reader is None else self._reader
+        async with source.connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION READ ONLY")
             await enter_scope(conn, scope)
             yield conn
 

@@ -47,6 +47,7 @@ class Services:
             connect_timeout=settings.db_connect_timeout,
             wait_timeout=settings.db_connect_timeout,
             transaction_pooler=settings.transaction_pooler,
+            read_url=settings.read_database_url,
         )
         return cls(settings=settings, db=db)
 

@@ -79,6 +79,9 @@ class Settings:
     trusted_proxies: list[str] = field(default_factory=list)
     db_pooler: DbPooler = "none"
     direct_database_url: str | None = None
+    # A read replica (an RDS or Aurora reader endpoint, a Neon read replica) for lists,
+    # searches, exports and counts (docs/scale.md#a-read-replica); unset: the primary.
+    read_database_url: str | None = None
     db_pool_max: int = 10
     db_connect_timeout: float = 5.0
     # What one serving process lets clients hold (core/http/protocol.py, core/intake/body.py).
@@ -266,6 +269,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "trusted_proxies": _address_list,
     "db_pooler": _one_of("none", "transaction"),
     "direct_database_url": _optional_text,
+    "read_database_url": _optional_text,
     "db_pool_max": _integer(1, 100),
     "db_connect_timeout": _seconds,
     "request_timeout": _seconds,

@@ -150,7 +150,7 @@ async def export_csv(
     after, left = start, limit
     while left is None or left > 0:
         rows = PAGE_ROWS if left is None else min(PAGE_ROWS, left)
-        async with db.scoped(scope) as conn:
+        async with db.reading(scope) as conn:
             cur = await conn.execute(
                 queries["export_page"],
                 {**params, "after_at": after.received_at, "after_id": after.id, "limit": rows},

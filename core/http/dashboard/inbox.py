@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from core.http.access import AuditedRoute, audit_as
+from core.http.access import AuditedRoute, audit_as, reads_fresh
 from core.http.dashboard.pages import SessionDep, page_needs
 from core.http.dashboard.shared import page, summary_line, troubled
 from core.http.deps import ServicesDep
@@ -42,7 +42,7 @@ async def inbox(
     if q is not None:
         require(session.actor, "read_values")  # the words found are the values
         audit_as(request, action="submission.searched", subject=form or scope.organization_id)
-    async with services.db.scoped(scope) as conn:
+    async with services.db.reading(scope, fresh=reads_fresh(request)) as conn:
         rows = await records.list_submissions(
             conn,
             scope,

@@ -56,7 +56,7 @@ async def events_list(
     """Events oldest first; pass `next_cursor` back as `cursor` for the next page. `after`
     (an event id) starts after that event: poll with the last id you saw."""
     start = _start(cursor, after)
-    async with services.db.scoped(scope) as conn:
+    async with services.db.reading(scope) as conn:
         page = await list_events(conn, scope, after=start, limit=limit + 1)
     more = len(page) > limit
     page = page[:limit]

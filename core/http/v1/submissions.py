@@ -81,7 +81,7 @@ async def submissions_list(
             request, action="submission.searched", subject=form or access.scope.organization_id
         )
     scope = access.scope
-    async with services.db.scoped(scope) as conn:
+    async with services.db.reading(scope) as conn:
         page = await list_submissions(
             conn,
             scope,

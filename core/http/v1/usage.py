@@ -53,7 +53,7 @@ class Usage(BaseModel):
 @router.get("/usage", dependencies=[needs("read")])
 async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usage:
     """The plan, its limits, this month's counted submissions, live forms and destinations."""
-    async with services.db.scoped(scope) as conn:
+    async with services.db.reading(scope) as conn:
         found = await usage.get_usage(conn, scope, now=now)
     plan = found.plan
     return Usage(
