@@ -21,7 +21,7 @@ from core.platform.fields import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import judged, schema_checker
 from core.schemas.versions import checked_version
-from core.spam.verdict import Verdict, spam_verdict
+from core.spam.verdict import spam_verdict
 
 
 @dataclass(slots=True)
@@ -32,8 +32,11 @@ class Decision:
     status: str = "accepted"
     reason: str | None = None
     drift: list[dict[str, str]] = field(default_factory=list)
-    # The spam checks' verdict, recorded after the insert (`core.spam.verdict`).
-    spam: Verdict | None = None
+    # The learned filter's score when it decided, stored with the row.
+    spam_score: float | None = None
+    # The post's duplicate fingerprints when it reached that check: the insert counts them
+    # and stores it as `duplicate_content` when one is over the form's limit.
+    fingerprints: tuple[bytes, ...] = ()
 
 
 def _normal_origin(origin: str) -> str:
@@ -66,7 +69,7 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
-    verdict = await spam_verdict(
+    checked = await spam_verdict(
         services,
         form.spam,
         fields,
@@ -77,8 +80,12 @@ async def decide_status(
         client=client,
         now=now,
     )
-    if verdict is not None:
-        return Decision(verdict.status, verdict.reason, spam=verdict)
+    prints = checked.fingerprints
+    if checked.verdict is not None:
+        verdict = checked.verdict
+        return Decision(
+            verdict.status, verdict.reason, spam_score=verdict.score, fingerprints=prints
+        )
     if form.turnstile_secret:
         reason = await verify_turnstile(
             str(services.settings.turnstile_verify_url),
@@ -87,8 +94,10 @@ async def decide_status(
             client,
         )
         if reason is not None:
-            return Decision("quarantined", reason)
-    return await schema_decision(form, values)
+            return Decision("quarantined", reason, fingerprints=prints)
+    decision = await schema_decision(form, values)
+    decision.fingerprints = prints
+    return decision
 
 
 async def schema_decision(form: Form, values: Mapping[str, Any]) -> Decision:

@@ -1,6 +1,8 @@
-"""The learned filter (docs/spam.md#the-learned-filter): trained through the owner's
-*Release* and *Mark as spam* (`/v1`) and on rule hits, judged on `POST /s/{form}`, erased
-submissions taken out, bounded, resettable, and its state in `GET /v1/forms/{id}/spam`."""
+"""The learned filter (docs/spam.md#the-learned-filter): trained only through the owner's
+decisions (*Release* and *Mark as spam* on `/v1`, and implicit ham: an accepted post left
+alone past its grace period, taught by the retention tick), never by what a visitor alone
+controls; judged on `POST /s/{form}`, erased submissions taken out, bounded, resettable, and
+its state in `GET /v1/forms/{id}/spam`."""
 
 from __future__ import annotations
 
@@ -242,10 +244,13 @@ async def test_learned__a_decision_moves_a_submission_and_erase_takes_its_tokens
     tenant, form = await _learned_form(services, conn, {"blocked_words": ["zqxbargain"]})
     async with submit_client(services) as client:
         caught = await _post(client, form, {"message": "A zqxbargain for zqxmarker readers"})
-    # The rule's hit taught the filter: spam.
-    assert await _token_counts(conn, "zqxmarker") == [{"spam": 1, "ham": 0}]
-    assert await _model(conn) == [{"spam_docs": 1, "ham_docs": 0}]
+    # The rule's hit taught the filter nothing: a visitor alone cannot move it.
+    assert await _token_counts(conn, "zqxmarker") == []
+    assert await _model(conn) == []
     async with api_client(services, tenant.key) as api:
+        await _decide(api, caught, "spam")
+        assert await _token_counts(conn, "zqxmarker") == [{"spam": 1, "ham": 0}]
+        assert await _model(conn) == [{"spam_docs": 1, "ham_docs": 0}]
         await _decide(api, caught, "release")
         assert await _token_counts(conn, "zqxmarker") == [{"spam": 0, "ham": 1}]
         assert await _model(conn) == [{"spam_docs": 0, "ham_docs": 1}]
@@ -287,14 +292,14 @@ async def test_learned__reset_forgets_everything_and_counts_show_per_reason(
             ("spam", "marked_spam"): 3,
             ("spam", "spam_rule:words"): 1,
         }
-        assert (spam["model"]["spam_trained"], spam["model"]["ham_trained"]) == (4, 2)
+        assert (spam["model"]["spam_trained"], spam["model"]["ham_trained"]) == (3, 2)
         assert spam["learned"] is True and spam["learned_threshold"] == 0.9
     async with dashboard_client(services) as dashboard:
         await sign_in(dashboard, tenant.key)
         form_page = (await dashboard.get(f"/app/forms/{form}")).text
     assert "<code>spam_rule:words</code></td><td>1</td>" in form_page
     assert "<code>marked_spam</code></td><td>3</td>" in form_page
-    assert "taught 4 as spam and 2 as not spam" in form_page
+    assert "taught 3 as spam and 2 as not spam" in form_page
     async with api_client(services, tenant.key) as api:
         reset = await api.delete("/v1/spam/model")
         assert reset.status_code == 204

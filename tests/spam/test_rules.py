@@ -12,7 +12,7 @@ import pytest
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import api_client, assert_problem
-from tests.support.spam import spam_form, stored
+from tests.support.spam import CATASTROPHIC, LETTERS, spam_form, stored
 from tests.support.submit import submit_client
 
 
@@ -36,6 +36,8 @@ async def test_spam_settings__defaults_are_shown_and_a_patch_replaces_them(
             "duplicate_window_seconds": 86400,
             "learned": True,
             "learned_threshold": 0.9,
+            "implicit_ham": True,
+            "implicit_ham_hours": 72,
             "recaptcha_min_score": 0.5,
             "akismet_site": None,
         }
@@ -137,15 +139,10 @@ async def test_rules__a_large_post_under_many_patterns_is_stored_within_the_budg
     assert elapsed < 5, elapsed
 
 
-async def test_rules__a_rule_not_reached_within_the_budget_matches_nothing(
-    services: Services,
-    conn: Conn,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+async def test_rules__a_pattern_over_its_budget_quarantines_the_post_spam_unchecked(
+    services: Services, conn: Conn
 ) -> None:
-    _, form = await spam_form(services, conn, {"blocked_words": ["casino"]})
-    monkeypatch.setattr("core.spam.rules.RULES_BUDGET", 0.0)
+    _, form = await spam_form(services, conn, {"blocked_patterns": [CATASTROPHIC]})
     async with submit_client(services) as client:
-        result = await stored(client, conn, form, {"message": "best casino"})
-    assert result == ("accepted", None)
-    assert "spam rules stopped at their time budget" in caplog.text
+        result = await stored(client, conn, form, {"message": LETTERS})
+    assert result == ("quarantined", "spam_unchecked")
