@@ -25,6 +25,7 @@ from core.spam.text import Piece, phrase_of
 # The script rule reads at most this many letters, and needs at least this many to judge.
 SCRIPT_LETTERS = 4096
 SCRIPT_MIN_LETTERS = 10
+_SCRIPT_SLICE = 2 * SCRIPT_LETTERS
 _WWW = re.compile(r"\bwww\.")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@([A-Za-z0-9.-]{1,253})$")
 _NOT_LETTER = re.compile(r"[\W\d_]+")
@@ -135,7 +136,12 @@ def _script(settings: SpamConfig, found_texts: Texts) -> bool:
     allowed = set(settings.allowed_scripts)
     letters = ""
     for piece in found_texts:
-        letters += _NOT_LETTER.sub("", piece.text)[: SCRIPT_LETTERS - len(letters)]
+        # A slice at a time: the letters needed are usually in the text's first slice.
+        for start in range(0, len(piece.text), _SCRIPT_SLICE):
+            chunk = _NOT_LETTER.sub("", piece.text[start : start + _SCRIPT_SLICE])
+            letters += chunk[: SCRIPT_LETTERS - len(letters)]
+            if len(letters) >= SCRIPT_LETTERS:
+                break
         if len(letters) >= SCRIPT_LETTERS:
             break
     # Each distinct letter named once, however often it comes.

@@ -21,8 +21,7 @@ WAIT = timedelta(hours=1)
 
 
 async def run(ctx: PassContext) -> Counter[str]:
-    stats: Counter[str] = Counter()
-    key = ctx.services.settings.require_secret_key()
+    stats: Counter[str] = Counter(implicit_ham_taught=0)
     for _ in range(ctx.options.max_batches):
         taught: set[str] = set()
         async with ctx.services.db.transaction() as conn:
@@ -41,7 +40,7 @@ async def run(ctx: PassContext) -> Counter[str]:
                     submission_id=row["id"],
                     label="ham",
                     values=row["values"],
-                    secret_key=key,
+                    secret_key=ctx.services.settings.require_secret_key(),
                     now=ctx.now,
                 )
                 taught.add(row["organization_id"])
