@@ -1,9 +1,11 @@
 """The status a submission is stored with (docs/submit.md).
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
-rate limit (`quarantined`), the spam checks (`spam`, or `quarantined` when an external one
-cannot tell: `core.spam.verdict`), Turnstile, schema (`quarantined`). Later checks are
-skipped once one applies, so a bot costs no Turnstile call and no schema check. The schema
+rate limit (`quarantined`), the spam checks (`spam`, or `quarantined` when one cannot
+tell: `core.spam.verdict`), Turnstile, schema (`quarantined`). Later checks are skipped
+once one applies, so a bot costs no Turnstile call and no schema check; the insert may
+still store the duplicate variant when it counts the post's fingerprints over the form's
+limit (`core.intake.plan`). The schema
 check runs in the checker's child processes within a budget (`core.schemas.checker`):
 whatever it answers, the submission gets a status, never an error.
 """
