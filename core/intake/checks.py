@@ -1,9 +1,11 @@
 """The status a submission is stored with (docs/submit.md).
 
 The first check that applies decides the status, in this order: honeypot (`spam`), origin,
-rate limit (`quarantined`), the spam checks (`spam`, or `quarantined` when an external one
-cannot tell: `core.spam.verdict`), Turnstile, schema (`quarantined`). Later checks are
-skipped once one applies, so a bot costs no Turnstile call and no schema check. The schema
+rate limit (`quarantined`), the spam checks (`spam`, or `quarantined` when one cannot
+tell: `core.spam.verdict`), Turnstile, schema (`quarantined`). Later checks are skipped
+once one applies, so a bot costs no Turnstile call and no schema check; the insert may
+still store the duplicate variant when it counts the post's fingerprints over the form's
+limit (`core.intake.plan`). The schema
 check runs in the checker's child processes within a budget (`core.schemas.checker`):
 whatever it answers, the submission gets a status, never an error.
 """
@@ -21,7 +23,7 @@ from core.platform.fields import first_text, truthy
 from core.platform.services import Services
 from core.schemas.checker import judged, schema_checker
 from core.schemas.versions import checked_version
-from core.spam.verdict import Verdict, spam_verdict
+from core.spam.verdict import spam_verdict
 
 
 @dataclass(slots=True)
@@ -32,8 +34,11 @@ class Decision:
     status: str = "accepted"
     reason: str | None = None
     drift: list[dict[str, str]] = field(default_factory=list)
-    # The spam checks' verdict, recorded after the insert (`core.spam.verdict`).
-    spam: Verdict | None = None
+    # The learned filter's score when it decided, stored with the row.
+    spam_score: float | None = None
+    # The post's duplicate fingerprints when it reached that check: the insert counts them
+    # and stores it as `duplicate_content` when one is over the form's limit.
+    fingerprints: tuple[bytes, ...] = ()
 
 
 def _normal_origin(origin: str) -> str:
@@ -66,7 +71,7 @@ async def decide_status(
         return Decision("quarantined", "origin_rejected")
     if form.recent_from_client >= form.rate_limit_max:
         return Decision("quarantined", "rate_limited")
-    verdict = await spam_verdict(
+    checked = await spam_verdict(
         services,
         form.spam,
         fields,
@@ -77,8 +82,12 @@ async def decide_status(
         client=client,
         now=now,
     )
-    if verdict is not None:
-        return Decision(verdict.status, verdict.reason, spam=verdict)
+    prints = checked.fingerprints
+    if checked.verdict is not None:
+        verdict = checked.verdict
+        return Decision(
+            verdict.status, verdict.reason, spam_score=verdict.score, fingerprints=prints
+        )
     if form.turnstile_secret:
         reason = await verify_turnstile(
             str(services.settings.turnstile_verify_url),
@@ -87,8 +96,10 @@ async def decide_status(
             client,
         )
         if reason is not None:
-            return Decision("quarantined", reason)
-    return await schema_decision(form, values)
+            return Decision("quarantined", reason, fingerprints=prints)
+    decision = await schema_decision(form, values)
+    decision.fingerprints = prints
+    return decision
 
 
 async def schema_decision(form: Form, values: Mapping[str, Any]) -> Decision:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -34,6 +34,9 @@ FLOOD_MULTIPLE = 2
 # The reasons decided before the rate limit (docs/submit.md: the checks' order).
 _BEFORE_RATE_LIMIT = frozenset({"honeypot", "origin_rejected", "rate_limited"})
 RATE_LIMITED = Decision("quarantined", "rate_limited")
+# What the statement stores instead when it counts one of the post's fingerprints over the
+# form's `duplicate_max` (docs/spam.md#duplicates).
+DUPLICATE = Decision("spam", "duplicate_content")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,13 @@ def insert_params(
         accept_language=submitted.accept_language,
     )
     ack = acknowledgement(form, values, decision.status)
+    spam = form.spam
+    ham_due = (
+        now + timedelta(hours=spam.implicit_ham_hours)
+        if spam.implicit_ham and decision.status == "accepted" and not submitted.test
+        else None
+    )
+    counted_prints = bool(decision.fingerprints) and spam.duplicate_max is not None
     return {
         "id": submitted.submission_id,
         "organization_id": form.organization_id,
@@ -144,4 +154,19 @@ def insert_params(
         "limited_flags": limited_flags,
         "limited_deliveries": Jsonb(route_deliveries(form, RATE_LIMITED.status)),
         "limited_events": Jsonb(submission_events(form, RATE_LIMITED, limited_flags)),
+        # The spam checks' parts: the learned score, when implicit ham is due
+        # (docs/spam.md#implicit-ham), and the fingerprints the statement counts with the
+        # duplicate variant it stores instead (its flags are `limited_flags`).
+        "spam_score": decision.spam_score,
+        "ham_due_at": ham_due,
+        "fingerprints": list(decision.fingerprints) if counted_prints else [],
+        "duplicate_max": spam.duplicate_max,
+        "duplicate_window": spam.duplicate_window_seconds,
+        "duplicate_retention_days": plan.retention_for(DUPLICATE.status, form.retention_days),
+        "duplicate_deliveries": Jsonb(
+            route_deliveries(form, DUPLICATE.status) if counted_prints else []
+        ),
+        "duplicate_events": Jsonb(
+            submission_events(form, DUPLICATE, limited_flags) if counted_prints else []
+        ),
     }

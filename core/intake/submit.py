@@ -23,7 +23,7 @@ from core.intake.body import MULTIPART, ParsedBody, UploadedFile, media_type, pa
 from core.intake.checks import decide_status
 from core.intake.files import store_files
 from core.intake.form import Form, forget_form, fresh_form
-from core.intake.plan import RATE_LIMITED, Submitted, insert_params
+from core.intake.plan import Submitted, insert_params
 from core.intake.turnstile import TURNSTILE_FIELD
 from core.platform.db import Conn
 from core.platform.errors import (
@@ -41,7 +41,6 @@ from core.platform.queries import execute, queries
 from core.platform.services import Services
 from core.spam.external import EXTERNAL_FIELDS
 from core.spam.filltime import FILL_FIELD
-from core.spam.verdict import record_verdict
 
 TEST_FIELD = "_test"
 IDEMPOTENCY_FIELD = "_idempotency_key"
@@ -186,12 +185,9 @@ async def _attempt(
         _refuse(row["status"], row["retry_at"], form, now=now)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
-    if decision.spam is not None and row["reason"] == decision.reason:
-        await record_verdict(
-            services, form.organization_id, submission_id, decision.spam, values, now=now
-        )
     flags = params["flags"]
-    if row["reason"] == RATE_LIMITED.reason and decision.reason != RATE_LIMITED.reason:
+    if row["reason"] != decision.reason:
+        # The statement stored its rate-limited or duplicate variant instead.
         flags = params["limited_flags"]
     log.info(
         "submission stored",

@@ -42,6 +42,7 @@ SubmissionReason = Literal[
     "recaptcha_failed",
     "recaptcha_unavailable",
     "akismet_unavailable",
+    "spam_unchecked",
 ]
 # spam_training.label: how the learned filter was taught a submission (docs/spam.md).
 TrainingLabel = Literal["spam", "ham"]

@@ -10,6 +10,8 @@ from typing import Any
 
 # The longest duplicate window (seconds); the retention tick forgets fingerprints older.
 MAX_DUPLICATE_WINDOW = 30 * 86_400
+# The longest grace period of implicit ham (hours).
+MAX_IMPLICIT_HAM_HOURS = 30 * 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,8 @@ class SpamConfig:
     duplicate_window_seconds: int = 86_400
     learned: bool = True
     learned_threshold: float = 0.9
+    implicit_ham: bool = True
+    implicit_ham_hours: int = 72
     recaptcha_min_score: float = 0.5
     akismet_site: str | None = None
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.spam.text import texts, words
+from core.spam.text import Piece, texts
 
 MAX_TOKENS = 300  # tokens a submission contributes or is judged by
 MIN_WORD, MAX_WORD = 2, 30
@@ -24,12 +24,14 @@ MIN_WORD, MAX_WORD = 2, 30
 MIN_DOCS = 10
 
 
-def tokens(values: Mapping[str, Any]) -> list[str]:
-    """The distinct tokens of the values, in the order met, at most MAX_TOKENS."""
+def tokens(values: Mapping[str, Any] | list[Piece]) -> list[str]:
+    """The distinct tokens of the values (or of their pieces, read once by the caller), in
+    the order met, at most MAX_TOKENS."""
     found: dict[str, None] = {}
-    for field, text in texts(values):
-        context = field.casefold()[:40]
-        for word in words(text):
+    for piece in values if isinstance(values, list) else texts(values):
+        context = piece.field.casefold()[:40]
+        # Each distinct word once (a C-level pass), however often the text repeats it.
+        for word in dict.fromkeys(piece.words):
             if not MIN_WORD <= len(word) <= MAX_WORD:
                 continue
             found.setdefault(f"{context}:{word}")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from core.spam.config import DEFAULTS, MAX_DUPLICATE_WINDOW
+from core.spam.config import DEFAULTS, MAX_DUPLICATE_WINDOW, MAX_IMPLICIT_HAM_HOURS
 from core.spam.patterns import compile_pattern
 
 Word = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
@@ -124,6 +124,18 @@ class SpamSettings(BaseModel):
         ge=0.5,
         le=0.9999,
         description="a post the learned filter scores at or above this is spam",
+    )
+    implicit_ham: bool = Field(
+        default=DEFAULTS.implicit_ham,
+        description="an accepted post delivered and not marked as spam within "
+        "`implicit_ham_hours` teaches the learned filter it is not spam",
+    )
+    implicit_ham_hours: int = Field(
+        default=DEFAULTS.implicit_ham_hours,
+        ge=1,
+        le=MAX_IMPLICIT_HAM_HOURS,
+        description="the grace period of implicit ham: how long the owner has to mark a post "
+        "as spam before it teaches the filter it is not",
     )
 
     recaptcha_min_score: float = Field(

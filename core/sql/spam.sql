@@ -1,24 +1,15 @@
 -- name: spam_lookup
--- The submit path's one statement for the spam checks. Counts one post of these values to
--- the form when it has a fingerprint: a new one, or one whose window is over, starts a
--- window at 1, otherwise its count grows (`duplicates`, the count with this post; null
--- without a fingerprint). And reads the organization's model, when it is trained on at
--- least `min_docs` of each class, with the counts of the tokens asked for: one row per
--- token it knows, at least one row (nulls when the model is not ready).
-WITH counted AS (
-    INSERT INTO spam_fingerprints AS f (form_id, organization_id, fingerprint, window_start,
-                                        count)
-    SELECT %(form_id)s, %(organization_id)s, %(fingerprint)s::bytea, %(now)s, 1
-     WHERE %(fingerprint)s::bytea IS NOT NULL
-    ON CONFLICT ON CONSTRAINT spam_fingerprints_key DO UPDATE
-       SET count = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s)
-                        THEN 1 ELSE least(f.count + 1, 1000000) END,
-           window_start = CASE WHEN f.window_start <= %(now)s - make_interval(secs => %(window)s)
-                               THEN %(now)s ELSE f.window_start END
-    RETURNING count
-)
-SELECT (SELECT count FROM counted) AS duplicates, m.spam_docs, m.ham_docs, t.token, t.spam,
-       t.ham
+-- The submit path's read-only statement for the spam checks, before the insert: the most
+-- times one of the post's fingerprints was counted in its current window (`duplicates`;
+-- null when none is), and the organization's model, when it is trained on at least
+-- `min_docs` of each class, with the counts of the tokens asked for: one row per token it
+-- knows, at least one row (nulls when the model is not ready). The insert counts the
+-- fingerprints (`insert_submission`).
+SELECT (SELECT max(f.count) FROM spam_fingerprints f
+         WHERE f.form_id = %(form_id)s AND f.organization_id = %(organization_id)s
+           AND f.fingerprint = ANY(%(fingerprints)s::bytea[])
+           AND f.window_start > %(now)s - make_interval(secs => %(window)s)) AS duplicates,
+       m.spam_docs, m.ham_docs, t.token, t.spam, t.ham
   FROM (SELECT 1) one
   LEFT JOIN spam_models m
     ON m.organization_id = %(organization_id)s
@@ -117,11 +108,6 @@ WITH tokens AS (
 )
 DELETE FROM spam_models WHERE organization_id = %(organization_id)s
 
--- name: set_spam_score
--- The learned filter's score of a submission it judged.
-UPDATE submissions SET spam_score = %(score)s
- WHERE id = %(id)s AND organization_id = %(organization_id)s
-
 -- name: spam_counts
 -- A form's submissions of the last days, per status and reason.
 SELECT status, reason, count(*)::int AS count
@@ -130,3 +116,36 @@ SELECT status, reason, count(*)::int AS count
    AND received_at > %(since)s
  GROUP BY status, reason
  ORDER BY status, reason
+
+-- name: lock_due_ham
+-- Submissions whose implicit ham is due (`ham_due_at`, docs/spam.md#implicit-ham), oldest
+-- first, locked (several machines take different ones), each with what the pass does:
+-- `teach` (still accepted with its values, its form's implicit ham still on, every
+-- delivery to a route sent, nothing taught of it yet), `wait` (a delivery still on its way,
+-- within a week of arrival) or `drop` (anything else: marked, erased, undelivered).
+SELECT s.id, s.organization_id, s."values",
+       CASE WHEN s.status <> 'accepted' OR s."values" IS NULL
+                 OR coalesce((f.spam ->> 'implicit_ham')::boolean, true) IS NOT TRUE
+                 OR EXISTS (SELECT 1 FROM spam_training t WHERE t.submission_id = s.id)
+                 OR EXISTS (SELECT 1 FROM deliveries d
+                             WHERE d.submission_id = s.id AND d.kind = 'submission'
+                               AND d.status IN ('dead', 'skipped'))
+            THEN 'drop'
+            WHEN EXISTS (SELECT 1 FROM deliveries d
+                          WHERE d.submission_id = s.id AND d.kind = 'submission'
+                            AND d.status <> 'sent')
+            THEN CASE WHEN s.received_at > %(now)s - interval '7 days' THEN 'wait' ELSE 'drop' END
+            ELSE 'teach' END AS outcome
+  FROM submissions s
+  JOIN forms f ON f.id = s.form_id AND f.organization_id = s.organization_id
+ WHERE s.ham_due_at IS NOT NULL AND s.ham_due_at <= %(now)s
+ ORDER BY s.ham_due_at
+ LIMIT %(limit)s
+   FOR UPDATE OF s SKIP LOCKED
+
+-- name: settle_due_ham
+-- The pass's outcome of due submissions: done (`ids`: taught or dropped), or due again in
+-- an hour (`waiting`: a delivery still on its way).
+UPDATE submissions
+   SET ham_due_at = CASE WHEN id = ANY(%(waiting)s::text[]) THEN %(later)s ELSE NULL END
+ WHERE id = ANY(%(ids)s::text[]) OR id = ANY(%(waiting)s::text[])

@@ -52,7 +52,9 @@ SELECT id, payload_hash
 -- acknowledgement email if one is due and under its daily cap, its events and the monthly
 -- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
--- prepared is stored instead (quarantined, rate_limited). With %(form_revision)s (the form
+-- prepared is stored instead (quarantined, rate_limited). The post's duplicate fingerprints
+-- are counted here too (docs/spam.md#duplicates): when one is over %(duplicate_max)s, the
+-- `duplicate_*` variant is stored instead (spam, duplicate_content). With %(form_revision)s (the form
 -- came from the process's cache: core/intake/form.py), nothing is stored unless the form is
 -- still at that revision (0018) and its organization's month count still puts the
 -- submission on the side of the quota the caller assumed (%(held)s); the statement then
@@ -92,6 +94,31 @@ WITH fresh AS MATERIALIZED (
     SELECT g.limited, g.limited OR %(for_review)s AS for_review
       FROM gate g
      WHERE NOT g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
+), fingerprint AS (
+    -- The post's duplicate fingerprints counted, in their sorted order (concurrent posts
+    -- lock them alike): a new one, or one whose window is over, starts a window at 1.
+    INSERT INTO spam_fingerprints AS f (form_id, organization_id, fingerprint, window_start,
+                                        count)
+    SELECT %(form_id)s, %(organization_id)s, p.fingerprint, %(now)s, 1
+      FROM admitted a
+     CROSS JOIN unnest(%(fingerprints)s::bytea[]) WITH ORDINALITY AS p(fingerprint, n)
+     WHERE NOT a.limited
+     ORDER BY p.n
+    ON CONFLICT ON CONSTRAINT spam_fingerprints_key DO UPDATE
+       SET count = CASE WHEN f.window_start
+                             <= %(now)s - make_interval(secs => %(duplicate_window)s::int)
+                        THEN 1 ELSE least(f.count + 1, 1000000) END,
+           window_start = CASE WHEN f.window_start
+                                    <= %(now)s - make_interval(secs => %(duplicate_window)s::int)
+                               THEN %(now)s ELSE f.window_start END
+    RETURNING count
+), judged AS (
+    -- Rate-limited, or else a duplicate: the variant stored instead of the caller's.
+    SELECT d.limited, d.duplicated, d.for_review OR d.duplicated AS for_review
+      FROM (SELECT a.limited, a.for_review,
+                   NOT a.limited AND coalesce((SELECT max(p.count) FROM fingerprint p)
+                                              > %(duplicate_max)s::int, false) AS duplicated
+              FROM admitted a) d
 ), review_room AS (
     -- A spam, quarantined or over-quota submission counts its values' bytes (as JSON text:
     -- what the visitor posted, at most the body limit) on shard 0 of the month, unless that
@@ -99,7 +126,7 @@ WITH fresh AS MATERIALIZED (
     -- concurrent ones count one after the other.
     INSERT INTO usage_counters AS u (organization_id, month, shard, review_bytes)
     SELECT %(organization_id)s, %(month)s, 0, b.bytes
-      FROM admitted a
+      FROM judged a
      CROSS JOIN (SELECT octet_length(%(values)s::jsonb::text) AS bytes) b
      WHERE a.for_review AND b.bytes <= coalesce(%(review_bytes_max)s::bigint, b.bytes)
     ON CONFLICT (organization_id, month, shard) DO UPDATE
@@ -108,23 +135,32 @@ WITH fresh AS MATERIALIZED (
         OR u.review_bytes + excluded.review_bytes <= %(review_bytes_max)s::bigint
     RETURNING 1
 ), stored AS (
-    SELECT a.limited FROM admitted a
+    SELECT a.limited, a.duplicated FROM judged a
      WHERE NOT a.for_review OR EXISTS (SELECT 1 FROM review_room)
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
                              field_order, meta, form_snapshot, idempotency_key, payload_hash,
-                             client_hash, schema_version, received_at, erase_at)
+                             client_hash, schema_version, received_at, erase_at, spam_score,
+                             ham_due_at)
     SELECT %(id)s, %(organization_id)s, %(form_id)s,
-           CASE WHEN g.limited THEN 'quarantined' ELSE %(status)s END,
-           CASE WHEN g.limited THEN 'rate_limited' ELSE %(reason)s END,
-           CASE WHEN g.limited THEN %(limited_flags)s::text[] ELSE %(flags)s::text[] END,
+           CASE WHEN g.limited THEN 'quarantined' WHEN g.duplicated THEN 'spam'
+                ELSE %(status)s END,
+           CASE WHEN g.limited THEN 'rate_limited' WHEN g.duplicated THEN 'duplicate_content'
+                ELSE %(reason)s END,
+           CASE WHEN g.limited OR g.duplicated THEN %(limited_flags)s::text[]
+                ELSE %(flags)s::text[] END,
            %(values)s, %(field_order)s, %(meta)s, %(form_snapshot)s, %(idempotency_key)s,
            %(payload_hash)s,
            %(client_hash)s,
            %(schema_version)s, %(now)s,
            %(now)s + make_interval(days => CASE WHEN g.limited
                                                 THEN %(limited_retention_days)s::int
-                                                ELSE %(retention_days)s::int END)
+                                                WHEN g.duplicated
+                                                THEN %(duplicate_retention_days)s::int
+                                                ELSE %(retention_days)s::int END),
+           CASE WHEN g.limited OR g.duplicated THEN NULL ELSE %(spam_score)s::real END,
+           CASE WHEN g.limited OR g.duplicated THEN NULL
+                ELSE %(ham_due_at)s::timestamptz END
       FROM stored g
     ON CONFLICT (form_id, idempotency_key) DO NOTHING
     RETURNING id, status, reason
@@ -141,11 +177,13 @@ WITH fresh AS MATERIALIZED (
                             channel, held, max_attempts, next_attempt_at, target, template,
                             secret_version)
     SELECT p.id, %(organization_id)s, 'submission', s.id, r.id, d.id, d.type,
-           %(held)s AND NOT g.limited, t.max_attempts, %(now)s, d.config, p.template,
+           %(held)s AND NOT g.limited AND NOT g.duplicated, t.max_attempts, %(now)s, d.config,
+           p.template,
            (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id)
       FROM submission s
-     CROSS JOIN gate g
+     CROSS JOIN stored g
      CROSS JOIN jsonb_to_recordset(CASE WHEN g.limited THEN %(limited_deliveries)s::jsonb
+                                        WHEN g.duplicated THEN %(duplicate_deliveries)s::jsonb
                                         ELSE %(deliveries)s::jsonb END)
            AS p(id text, route_id text, template jsonb)
       JOIN routes r ON r.id = p.route_id AND r.enabled AND r.deleted_at IS NULL
@@ -162,8 +200,8 @@ WITH fresh AS MATERIALIZED (
     -- concurrent submit to the same address waits for this row and re-checks the cap.
     INSERT INTO acknowledgement_counts AS c (recipient_hash, day, sent)
     SELECT %(ack_recipient_hash)s::bytea, %(today)s::date, 1
-      FROM submission s CROSS JOIN gate g
-     WHERE %(ack_recipient_hash)s::bytea IS NOT NULL AND NOT g.limited
+      FROM submission s CROSS JOIN stored g
+     WHERE %(ack_recipient_hash)s::bytea IS NOT NULL AND NOT g.limited AND NOT g.duplicated
     ON CONFLICT (recipient_hash, day)
     DO UPDATE SET sent = c.sent + 1 WHERE c.sent < %(ack_daily_max)s
     RETURNING 1
@@ -184,8 +222,9 @@ WITH fresh AS MATERIALIZED (
     INSERT INTO events (organization_id, type, subject_id, data)
     SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
       FROM submission s
-     CROSS JOIN gate g
+     CROSS JOIN stored g
      CROSS JOIN jsonb_array_elements(CASE WHEN g.limited THEN %(limited_events)s::jsonb
+                                          WHEN g.duplicated THEN %(duplicate_events)s::jsonb
                                           ELSE %(events)s::jsonb END)
            WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
@@ -197,9 +236,9 @@ WITH fresh AS MATERIALIZED (
     SELECT %(organization_id)s, %(form_id)s, date_trunc('hour', %(now)s::timestamptz, 'UTC'),
            x.path, x.keyword, 1, %(now)s, %(now)s
       FROM submission s
-     CROSS JOIN gate g
+     CROSS JOIN stored g
      CROSS JOIN jsonb_to_recordset(%(drift)s::jsonb) AS x(path text, keyword text)
-     WHERE NOT g.limited
+     WHERE NOT g.limited AND NOT g.duplicated
     ON CONFLICT (form_id, hour, path, keyword)
     DO UPDATE SET count = d.count + 1, last_seen = greatest(d.last_seen, excluded.last_seen)
     RETURNING d.path, d.keyword, d.count
@@ -221,8 +260,8 @@ WITH fresh AS MATERIALIZED (
     -- other. Shard 0 counts bytes, and a statement may upsert a row only once (review_room).
     INSERT INTO usage_counters (organization_id, month, shard, submissions)
     SELECT %(organization_id)s, %(month)s, 1 + floor(random() * 15)::smallint, 1
-      FROM submission CROSS JOIN gate g
-     WHERE %(counted)s AND NOT g.limited
+      FROM submission CROSS JOIN stored g
+     WHERE %(counted)s AND NOT g.limited AND NOT g.duplicated
     ON CONFLICT (organization_id, month, shard)
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
@@ -249,7 +288,7 @@ SELECT NULL, false, 'flooded', NULL, NULL, 0,
  WHERE g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
 UNION ALL
 SELECT NULL, false, 'review_full', NULL, NULL, 0, %(next_month)s::timestamptz
-  FROM admitted a
+  FROM judged a
  WHERE a.for_review AND NOT EXISTS (SELECT 1 FROM review_room)
 
 -- name: insert_stored_objects

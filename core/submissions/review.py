@@ -29,6 +29,7 @@ from core.platform.scope import OrgScope, scoped
 from core.platform.services import Services
 from core.platform.vocabulary import TrainingLabel
 from core.spam.model import train
+from core.spam.verdict import model_changed
 from core.submissions.records import readable
 
 
@@ -182,6 +183,7 @@ async def release_submission(
         )
         if review.deliveries:
             change.after_commit(partial(wake_deliveries, services))
+    model_changed(services, change.scope.organization_id)
     return review
 
 
@@ -190,10 +192,12 @@ async def mark_spam(
 ) -> Review:
     """Mark a submission as spam (`set_spam`) as the change."""
     async with change as conn:
-        return await set_spam(
+        review = await set_spam(
             conn,
             change.scope,
             submission_id,
             now=now,
             secret_key=services.settings.require_secret_key(),
         )
+    model_changed(services, change.scope.organization_id)
+    return review

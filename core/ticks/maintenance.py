@@ -36,6 +36,8 @@ class RetentionOptions:
     forms_per_pass: int = 100
     prune_batch: int = 5_000
     inference_sample: int = 1_000
+    # Implicit ham taught per transaction (each is a few statements on the model).
+    ham_batch: int = 100
     # Time kept back at the end of the budget for the housekeeping passes.
     margin: float = 2.0
     storage: Storage | None = None

@@ -118,3 +118,42 @@ async def test_duplicates__the_retention_tick_forgets_fingerprints_of_windows_lo
     assert len(await rows(conn, "SELECT 1 FROM spam_fingerprints")) == 1
     await run_retention(services, now=utcnow() + timedelta(days=31), budget=10)
     assert await rows(conn, "SELECT 1 FROM spam_fingerprints") == []
+
+
+PITCH = (
+    "Hello! We help businesses like yours reach the first page of Google within 30 days. "
+    "Reply to this message for a free audit of your website."
+)
+
+
+async def test_duplicates__one_pitch_from_30_addresses_with_30_names_and_emails_is_caught(
+    services: Services, conn: Conn
+) -> None:
+    _, form = await spam_form(services, conn, rate_limit={"max": 10})
+    async with _proxied(services) as client:
+        receipts = await asyncio.gather(
+            *(
+                _post(
+                    client,
+                    form,
+                    n,
+                    {"name": f"Visitor {n}", "email": f"lead{n}@mail{n}.example", "message": PITCH},
+                )
+                for n in range(30)
+            )
+        )
+    assert len(set(receipts)) == 30
+    statuses = await _statuses(conn)
+    print(f"30 copies of one pitch: {statuses}")
+    assert statuses[("spam", "duplicate_content")] >= 26
+
+
+async def test_duplicates__short_answers_from_many_visitors_are_never_counted_alone(
+    services: Services, conn: Conn
+) -> None:
+    _, form = await spam_form(services, conn)
+    async with _proxied(services) as client:
+        for n in range(6):
+            values = {"email": f"person{n}@mail.example", "message": "I would like a quote"}
+            await _post(client, form, n, values)
+    assert await _statuses(conn) == {("accepted", None): 6}

@@ -1,18 +1,24 @@
-"""The learned filter (docs/spam.md#the-learned-filter): trained through the owner's
-*Release* and *Mark as spam* (`/v1`) and on rule hits, judged on `POST /s/{form}`, erased
-submissions taken out, bounded, resettable, and its state in `GET /v1/forms/{id}/spam`."""
+"""The learned filter (docs/spam.md#the-learned-filter): trained only through the owner's
+decisions (*Release* and *Mark as spam* on `/v1`, and implicit ham: an accepted post left
+alone past its grace period, taught by the retention tick), never by what a visitor alone
+controls; judged on `POST /s/{form}`, erased submissions taken out, bounded, resettable, and
+its state in `GET /v1/forms/{id}/spam`."""
 
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
-from core.spam.learned import hashed
+from core.spam.learned import hashed, score, tokens
+from core.spam.model import counts_of
+from core.ticks.retention import run_retention
 from tests.support.api import api_client
 from tests.support.builders import Tenant
 from tests.support.dashboard import dashboard_client, sign_in
@@ -242,9 +248,9 @@ async def test_learned__a_decision_moves_a_submission_and_erase_takes_its_tokens
     tenant, form = await _learned_form(services, conn, {"blocked_words": ["zqxbargain"]})
     async with submit_client(services) as client:
         caught = await _post(client, form, {"message": "A zqxbargain for zqxmarker readers"})
-    # The rule's hit taught the filter: spam.
-    assert await _token_counts(conn, "zqxmarker") == [{"spam": 1, "ham": 0}]
-    assert await _model(conn) == [{"spam_docs": 1, "ham_docs": 0}]
+    # The rule's hit taught the filter nothing: a visitor alone cannot move it.
+    assert await _token_counts(conn, "zqxmarker") == []
+    assert await _model(conn) == []
     async with api_client(services, tenant.key) as api:
         await _decide(api, caught, "release")
         assert await _token_counts(conn, "zqxmarker") == [{"spam": 0, "ham": 1}]
@@ -287,17 +293,112 @@ async def test_learned__reset_forgets_everything_and_counts_show_per_reason(
             ("spam", "marked_spam"): 3,
             ("spam", "spam_rule:words"): 1,
         }
-        assert (spam["model"]["spam_trained"], spam["model"]["ham_trained"]) == (4, 2)
+        assert (spam["model"]["spam_trained"], spam["model"]["ham_trained"]) == (3, 2)
         assert spam["learned"] is True and spam["learned_threshold"] == 0.9
     async with dashboard_client(services) as dashboard:
         await sign_in(dashboard, tenant.key)
         form_page = (await dashboard.get(f"/app/forms/{form}")).text
     assert "<code>spam_rule:words</code></td><td>1</td>" in form_page
     assert "<code>marked_spam</code></td><td>3</td>" in form_page
-    assert "taught 4 as spam and 2 as not spam" in form_page
+    assert "taught 3 as spam and 2 as not spam" in form_page
     async with api_client(services, tenant.key) as api:
         reset = await api.delete("/v1/spam/model")
         assert reset.status_code == 204
         state = (await api.get(f"/v1/forms/{form}/spam")).json()["model"]
     assert (state["spam_trained"], state["ham_trained"], state["tokens"]) == (0, 0, 0)
     assert await rows(conn, "SELECT 1 FROM spam_training") == []
+
+
+async def test_learned__marked_pitches_and_real_messages_left_alone_past_the_grace_period_teach_it(
+    services: Services, conn: Conn
+) -> None:
+    rng = random.Random(44)
+    tenant, form = await _learned_form(services, conn)
+    async with submit_client(services) as client:
+        pitches = [await _post(client, form, values) for values in corpus("spam", 40, rng)]
+        for values in corpus("ham", 40, rng):
+            await _post(client, form, values)
+    async with api_client(services, tenant.key) as api:
+        for receipt in pitches:
+            await _decide(api, receipt, "spam")
+        # Within the grace period the real messages teach nothing yet.
+        await run_retention(services, now=utcnow() + timedelta(hours=71), budget=30)
+        state = (await api.get(f"/v1/forms/{form}/spam")).json()["model"]
+        assert (state["spam_trained"], state["ham_trained"]) == (40, 0)
+        stats = await run_retention(services, now=utcnow() + timedelta(hours=73), budget=30)
+        assert stats["implicit_ham_taught"] == 40
+        again = await run_retention(services, now=utcnow() + timedelta(hours=74), budget=30)
+        assert again.get("implicit_ham_taught", 0) == 0
+        state = (await api.get(f"/v1/forms/{form}/spam")).json()["model"]
+    assert (state["spam_trained"], state["ham_trained"], state["ready"]) == (40, 40, True)
+    new = [("spam", v) for v in corpus("spam", 20, rng)] + [
+        ("ham", v) for v in corpus("ham", 20, rng)
+    ]
+    async with submit_client(services) as client:
+        judged = [(kind, await _post(client, form, values)) for kind, values in new]
+    found = await rows(
+        conn,
+        "SELECT id, reason FROM submissions WHERE id = ANY(%(ids)s)",
+        ids=[receipt for _, receipt in judged],
+    )
+    caught = {r["id"] for r in found if r["reason"] == "learned"}
+    pitches_caught = sum(1 for kind, r in judged if kind == "spam" and r in caught)
+    real_caught = sum(1 for kind, r in judged if kind == "ham" and r in caught)
+    precision = pitches_caught / max(pitches_caught + real_caught, 1)
+    print(
+        f"implicit ham: caught {pitches_caught}/20 pitches, {real_caught}/20 real messages "
+        f"(precision {precision:.2f}, recall {pitches_caught / 20:.2f})"
+    )
+    assert pitches_caught >= 15
+    assert real_caught <= 1
+
+
+def _score(found: list[dict[str, Any]], values: dict[str, str]) -> float:
+    counts = counts_of(found)
+    assert counts is not None
+    return score(counts, hashed(tokens(values), TEST_SECRET_KEY.encode()))
+
+
+async def test_learned__anonymous_rule_hits_leave_a_released_leads_score_unchanged(
+    services: Services, conn: Conn
+) -> None:
+    _, tenant, form = await _trained(services, conn, 12, 20, 20)
+    lead = {
+        "name": "Ada Lovelace",
+        "email": "ada@shop.example",
+        "message": "Hello team, please send a price for four oak tables and a bookshelf "
+        "for our shop, delivered next week. Thanks!",
+    }
+    async with submit_client(services) as client:
+        held = await _post(client, form, lead, origin=None)
+    async with api_client(services, tenant.key) as api:
+        await _decide(api, held, "release")
+    model = "SELECT token, spam, ham FROM spam_tokens ORDER BY token"
+    before = await rows(conn, model)
+    lead_tokens = hashed(tokens(lead), TEST_SECRET_KEY.encode())
+    counts = (
+        "SELECT m.spam_docs, m.ham_docs, t.token, t.spam, t.ham FROM spam_models m"
+        " LEFT JOIN spam_tokens t ON t.token = ANY(%(tokens)s)"
+    )
+    score_before = _score(await rows(conn, counts, tokens=lead_tokens), lead)
+    async with submit_client(services, client=("203.0.113.44", 4000)) as bot:
+        for n in range(25):
+            links = " ".join(f"https://shop{n}-{i}.example" for i in range(4))
+            message = f"{lead['message']} {links}"
+            values = {**lead, "email": f"bot{n}@bots.example", "message": message}
+            response = await bot.post(
+                f"/s/{form}", json=values, headers={**JSON_ACCEPT, "Origin": SITE}
+            )
+            assert response.status_code == 201
+    reasons = await rows(
+        conn,
+        "SELECT reason, count(*)::int AS n FROM submissions"
+        " WHERE reason LIKE 'spam_rule:%%' GROUP BY 1",
+    )
+    assert reasons == [{"reason": "spam_rule:links", "n": 25}]
+    assert await rows(conn, model) == before
+    assert _score(await rows(conn, counts, tokens=lead_tokens), lead) == score_before
+    async with submit_client(services) as client:
+        again = await _post(client, form, {**lead, "message": lead["message"] + " Regards"})
+    [row] = await rows(conn, "SELECT status FROM submissions WHERE id = %(id)s", id=again)
+    assert row["status"] == "accepted"

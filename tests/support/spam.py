@@ -1,6 +1,6 @@
 """What the spam tests share: a tenant with a form whose spam settings are set through
-`/v1`, a post through `POST /s/{form}` that returns the stored status and reason, and an
-address where no service answers."""
+`/v1`, a post through `POST /s/{form}` that returns the stored status and reason, an
+address where no service answers, and the rules' worst cases."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from tests.support.builders import Tenant, make_tenant
 from tests.support.records import rows
 
 JSON_ACCEPT = {"Accept": "application/json"}
+# The catastrophic pattern of issue 44: linear on its engine, but seconds of CPU on 65,000
+# letters without a digit; and those letters (CJK, so a word is a whole run of them).
+CATASTROPHIC = r"(?:\p{L}{5}){38}\d"
+LETTERS = "".join(chr(0x4E00 + n % 2000) for n in range(65_000))
+# 500 blocked words, none of which such a post holds.
+MANY_WORDS = [f"blocked{n:03d} phrase{n:03d}" for n in range(500)]
 
 
 async def spam_form(

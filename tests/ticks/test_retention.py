@@ -32,6 +32,7 @@ REPORTED = {
     "counts": "reset_counts_pruned",
     "drift": "drift_pruned",
     "fingerprints": "spam_fingerprints_pruned",
+    "ham": "implicit_ham_taught",
     "heartbeats": "heartbeats_pruned",
     "invitations": "invitations_swept",
     "inference": "schemas_inferred",
