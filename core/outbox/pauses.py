@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from core.outbox import store
 from core.outbox.backoff import MAX_DELAY
 from core.outbox.store import Claim
+from core.owner import hooks
 from core.platform.db import Conn
 from core.platform.queries import queries
+from core.platform.scope import OrgScope
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -53,7 +55,19 @@ async def park(claim: Claim, state: PassState) -> None:
 
 async def pause_failing(conn: Conn, *, now: datetime) -> int:
     """Note when each destination turned `failing`, then pause those failing for their
-    window; returns how many were paused."""
+    window, queuing the `destination.paused` body to the hooks subscribed to it; returns
+    how many were paused."""
     await conn.execute(queries["track_failing_since"], {"now": now})
-    cur = await conn.execute(queries["pause_failing_destinations"], {"now": now})
-    return len(await cur.fetchall())
+    # The pause and its hooks' deliveries commit together.
+    async with conn.transaction():
+        cur = await conn.execute(queries["pause_failing_destinations"], {"now": now})
+        paused = await cur.fetchall()
+        for row in paused:
+            await hooks.queue_lifecycle(
+                conn,
+                OrgScope(row["organization_id"]),
+                event="destination.paused",
+                data={"destination": row["id"], "reason": "failing"},
+                now=now,
+            )
+    return len(paused)

@@ -40,6 +40,8 @@ UNCHANGING = frozenset(
         "stream_event.listed",
         "stream_event.read",
         "destination.tested",
+        "form.sampled",
+        "stream.sampled",
     }
 )
 # The previous hash of an organization's first row.
