@@ -1,0 +1,32 @@
+'use strict';
+// Runs one step of the app through zapier-platform-core's app tester against a real
+// Postbag, printing its result as JSON on a line of its own after `RESULT ` (tests/integrations/test_zapier.py drives it).
+// Usage: node test/harness.js STEP '{"json": "arguments"}'
+// Environment: POSTBAG_URL, POSTBAG_KEY.
+const zapier = require('zapier-platform-core');
+const App = require('../index');
+
+const appTester = zapier.createAppTester(App);
+const authData = { base_url: `${process.env.POSTBAG_URL}/`, api_key: process.env.POSTBAG_KEY };
+const { triggers, searches } = App;
+
+const steps = {
+  auth: () => appTester(App.authentication.test, { authData }),
+  forms: () => appTester(triggers.form_list.operation.perform, { authData }),
+  streams: () => appTester(triggers.stream_list.operation.perform, { authData }),
+  subscribe: ({ trigger, inputData, targetUrl }) =>
+    appTester(triggers[trigger].operation.performSubscribe, { authData, inputData, targetUrl }),
+  list: ({ trigger, inputData }) =>
+    appTester(triggers[trigger].operation.performList, { authData, inputData }),
+  receive: ({ trigger, body }) =>
+    appTester(triggers[trigger].operation.perform, { authData, cleanedRequest: body }),
+  unsubscribe: ({ trigger, subscribeData }) =>
+    appTester(triggers[trigger].operation.performUnsubscribe, { authData, subscribeData }),
+  find: ({ inputData }) => appTester(searches.find_submission.operation.perform, { authData, inputData }),
+};
+
+const [step, args] = process.argv.slice(2);
+steps[step](JSON.parse(args || '{}')).then(
+  (result) => process.stdout.write(`\nRESULT ${JSON.stringify({ ok: true, result })}\n`),
+  (error) => process.stdout.write(`\nRESULT ${JSON.stringify({ ok: false, error: String(error.message) })}\n`),
+);
