@@ -20,7 +20,7 @@ from core.platform.services import Services
 from tests.streams.test_ingest import new_stream
 from tests.support.api import api_client, create
 from tests.support.builders import make_tenant
-from tests.support.connectors import INTEGRATIONS, need_node_package, run_step
+from tests.support.connectors import INTEGRATIONS, need_node_package, run_node
 from tests.support.fuzzing import served
 from tests.support.peers import receiver
 from tests.support.records import rows
@@ -31,6 +31,10 @@ HARNESS = INTEGRATIONS / "zapier" / "test" / "harness.js"
 pytestmark = pytest.mark.slow
 
 
+def _steps(*steps: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps([list(step) for step in steps])
+
+
 async def test_zapier__the_app_subscribes_receives_samples_finds_and_unsubscribes(
     services: Services, conn: Conn, db_url: str, tmp_path: Path
 ) -> None:
@@ -39,33 +43,57 @@ async def test_zapier__the_app_subscribes_receives_samples_finds_and_unsubscribe
     async with api_client(services) as api:
         form = await create(api, acme, "/v1/forms", {"name": "Contact"})
         stream = await new_stream(api, acme)
+    on_form = {"trigger": "new_submission", "inputData": {"form": form["id"]}}
+    on_stream = {"trigger": "new_stream_event", "inputData": {"stream": stream["id"]}}
     with served(db_url, tmp_path, combined_app) as url, receiver() as zapier:
         env = {"POSTBAG_URL": url, "POSTBAG_KEY": acme.key}
-
-        def step(name: str, **args: Any) -> Any:
-            return run_step(HARNESS, name, args, **env)
-
-        step("auth")
-        forms = step("forms")
-        streams = step("streams")
-        on_form = {"trigger": "new_submission", "inputData": {"form": form["id"]}}
-        placeholder = step("list", **on_form)
-        subscribed = step("subscribe", **on_form, targetUrl=f"{zapier.url}/hooks/standard/1/")
+        # What a Zap's editor does before the first submission: connect, pick a form, show
+        # the sample, turn the Zap on.
+        _, forms, streams, placeholder, subscribed = run_node(
+            HARNESS,
+            [
+                _steps(
+                    ("auth", {}),
+                    ("forms", {}),
+                    ("streams", {}),
+                    ("list", on_form),
+                    ("subscribe", {**on_form, "targetUrl": f"{zapier.url}/hooks/standard/1/"}),
+                )
+            ],
+            **env,
+        )
         receipt = submit(url, form["id"], {"email": "ada@example.com", "message": "Hello there"})
         assert (await Deliverer(services).run_pass(now=utcnow(), budget=30))["sent"] == 1
         [request] = zapier.requests
-        received = step("receive", trigger="new_submission", body=json.loads(request.body))
-        listed = step("list", **on_form)
-        by_receipt = step("find", inputData={"receipt": receipt})
-        by_words = step("find", inputData={"query": "hello", "form": form["id"]})
-        nothing = step("find", inputData={"query": "absent"})
-        on_stream = {"trigger": "new_stream_event", "inputData": {"stream": stream["id"]}}
-        stream_hook = step("subscribe", **on_stream, targetUrl=f"{zapier.url}/hooks/standard/2/")
-        stream_placeholder = step("list", **on_stream)
-        for trigger, hook in (("new_submission", subscribed), ("new_stream_event", stream_hook)):
-            assert step("unsubscribe", trigger=trigger, subscribeData=hook) == {}
-        # Unsubscribing a hook already gone (a 410 ended it) is not an error.
-        assert step("unsubscribe", trigger="new_submission", subscribeData=subscribed) == {}
+        hook_two = {**on_stream, "targetUrl": f"{zapier.url}/hooks/standard/2/"}
+        received, listed, by_receipt, by_words, nothing, stream_hook, stream_placeholder = run_node(
+            HARNESS,
+            [
+                _steps(
+                    ("receive", {"trigger": "new_submission", "body": json.loads(request.body)}),
+                    ("list", on_form),
+                    ("find", {"inputData": {"receipt": receipt}}),
+                    ("find", {"inputData": {"query": "hello", "form": form["id"]}}),
+                    ("find", {"inputData": {"query": "absent"}}),
+                    ("subscribe", hook_two),
+                    ("list", on_stream),
+                )
+            ],
+            **env,
+        )
+        # Turning the Zaps off; again for one already gone (a 410 ended it): not an error.
+        unsubscribed = run_node(
+            HARNESS,
+            [
+                _steps(
+                    ("unsubscribe", {"trigger": "new_submission", "subscribeData": subscribed}),
+                    ("unsubscribe", {"trigger": "new_stream_event", "subscribeData": stream_hook}),
+                    ("unsubscribe", {"trigger": "new_submission", "subscribeData": subscribed}),
+                )
+            ],
+            **env,
+        )
+    assert unsubscribed == [{}, {}, {}]
     assert [f["id"] for f in forms] == [form["id"]]
     assert [s["id"] for s in streams] == [stream["id"]]
     assert [item["id"] for item in placeholder] == ["sub_sample"]

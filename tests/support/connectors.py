@@ -26,11 +26,11 @@ def need_node_package(name: str) -> None:
         )
 
 
-def run_step(script: Path, step: str, args: dict[str, Any], **env: str) -> Any:
-    """Run one step of a connector's harness (`node SCRIPT STEP ARGS`); its result, which
-    it prints as JSON after `RESULT ` (a failure fails the test with its error)."""
+def run_node(script: Path, argv: list[str], **env: str) -> Any:
+    """Run a connector's harness (`node SCRIPT ARGV…`); the result it prints as JSON after
+    `RESULT ` (a failure fails the test with its error)."""
     done = subprocess.run(
-        [NODE, str(script), step, json.dumps(args)],
+        [NODE, str(script), *argv],
         capture_output=True,
         text=True,
         check=True,
@@ -39,5 +39,5 @@ def run_step(script: Path, step: str, args: dict[str, Any], **env: str) -> Any:
     )
     [line] = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     answer = json.loads(line.removeprefix("RESULT "))
-    assert answer["ok"], f"{step}: {answer['error']}\n{done.stderr}"
+    assert answer["ok"], f"{argv[0]}: {answer['error']}\n{done.stderr}"
     return answer["result"]

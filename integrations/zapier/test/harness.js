@@ -1,7 +1,8 @@
 'use strict';
-// Runs one step of the app through zapier-platform-core's app tester against a real
-// Postbag, printing its result as JSON on a line of its own after `RESULT ` (tests/integrations/test_zapier.py drives it).
-// Usage: node test/harness.js STEP '{"json": "arguments"}'
+// Runs steps of the app, in turn, through zapier-platform-core's app tester against a
+// real Postbag, printing their results as a JSON array on a line of its own after
+// `RESULT ` (tests/integrations/test_zapier.py drives it).
+// Usage: node test/harness.js '[["STEP", {"json": "arguments"}], ...]'
 // Environment: POSTBAG_URL, POSTBAG_KEY.
 const zapier = require('zapier-platform-core');
 const App = require('../index');
@@ -25,8 +26,13 @@ const steps = {
   find: ({ inputData }) => appTester(searches.find_submission.operation.perform, { authData, inputData }),
 };
 
-const [step, args] = process.argv.slice(2);
-steps[step](JSON.parse(args || '{}')).then(
+const run = async (list) => {
+  const results = [];
+  for (const [step, args] of list) results.push(await steps[step](args));
+  return results;
+};
+
+run(JSON.parse(process.argv[2])).then(
   (result) => process.stdout.write(`\nRESULT ${JSON.stringify({ ok: true, result })}\n`),
   (error) => process.stdout.write(`\nRESULT ${JSON.stringify({ ok: false, error: String(error.message) })}\n`),
 );
