@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from core.destinations import webhook
 from core.destinations.base import ValidationContext
 from core.owner.changes import Acting, Change, Origin
 from core.owner.destinations import DestinationFields, add_destination, remove_destination
@@ -140,7 +141,7 @@ async def add_hook(
     SSRF rules) with a generated secret, the route that feeds it, and the hook over them."""
     _check_source(fields)
     destination = DestinationFields(
-        type="webhook",
+        type=webhook.adapter.type,
         name=f"REST hook: {fields.event}",
         config={"url": fields.target_url},
     )
