@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -17,9 +18,17 @@ from core.owner.organizations import create_api_key
 from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.services import Services
+from core.ticks.retention import run_retention
 from tests.streams.test_ingest import ingest_headers, new_stream
 from tests.support.api import api_client, assert_problem, create, error_fields
-from tests.support.builders import Tenant, make_tenant
+from tests.support.builders import (
+    Tenant,
+    add_attempt,
+    make_deliveries,
+    make_form,
+    make_route_to,
+    make_tenant,
+)
 from tests.support.peers import receiver, status
 from tests.support.records import rows
 from tests.support.submit import submit_client
@@ -193,6 +202,54 @@ async def test_hooks__a_delivery_dead_hook_hears_of_another_destinations_dead_de
         receipt,
         plain["id"],
         "http_400",
+    )
+
+
+async def test_hooks__a_destination_paused_hook_hears_when_a_destination_pauses_itself(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn, plan="self_hosted")
+    form = await make_form(conn, acme)
+    dst, rte = await make_route_to(conn, acme, form)
+    now = utcnow()
+    # Failing for more than its window (24 h), every attempt in it failed (10 of them).
+    await make_deliveries(
+        conn,
+        acme,
+        form,
+        dst,
+        rte,
+        count=10,
+        url="https://example.com/",
+        due=now + timedelta(days=1),
+    )
+    for n in range(1, 11):
+        await add_attempt(
+            conn,
+            acme,
+            f"dlv_{rte}_{n}",
+            attempt=1,
+            at=now - timedelta(hours=2),
+            duration_ms=5,
+            outcome="failed",
+        )
+    await conn.execute(
+        "UPDATE destinations SET health = 'failing', failing_since = %(since)s WHERE id = %(id)s",
+        {"since": now - timedelta(hours=25), "id": dst},
+    )
+    with receiver() as watcher:
+        async with api_client(services) as api:
+            hook = await _subscribe(api, acme, watcher.url, "destination.paused")
+        assert (await run_retention(services, now=now, budget=10))["destinations_paused"] == 1
+        assert (await _pass(services))["sent"] == 1
+    [request] = watcher.requests
+    _verify_both(hook["secret"], request.body, request.headers)
+    body = json.loads(request.body)
+    assert request.headers["X-Postbag-Event"] == "destination.paused"
+    assert (body["event"], body["destination"], body["reason"]) == (
+        "destination.paused",
+        dst,
+        "failing",
     )
 
 
