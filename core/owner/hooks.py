@@ -32,8 +32,6 @@ from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.vocabulary import HookEndReason, HookEvent
 
-# The events a hook is fed by deliveries queued when the event is written, not by a route.
-LIFECYCLE: frozenset[str] = frozenset({"delivery.dead", "destination.paused"})
 # What each event needs besides the target: the form, the stream, or neither.
 _SOURCE: dict[str, str | None] = {
     "submission.created": "form",
