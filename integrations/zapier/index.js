@@ -131,7 +131,6 @@ module.exports = {
       display: {
         label: 'New Submission',
         description: 'Triggers when a form receives an accepted submission.',
-        important: true,
       },
       operation: {
         type: 'hook',

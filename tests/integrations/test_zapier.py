@@ -1,5 +1,5 @@
 """The Zapier app (`integrations/zapier/`) in zapier-platform-core's app tester against a
-real Postbag: the connection's base URL and key, the forms' dropdown, subscribing a REST
+real Postbag: its definition valid for Zapier's schema, the connection's base URL and key, the forms' dropdown, subscribing a REST
 hook, a delivery signed and read as the trigger reads it, the samples, the search,
 unsubscribing."""
 
@@ -49,10 +49,11 @@ async def test_zapier__the_app_subscribes_receives_samples_finds_and_unsubscribe
         env = {"POSTBAG_URL": url, "POSTBAG_KEY": acme.key}
         # What a Zap's editor does before the first submission: connect, pick a form, show
         # the sample, turn the Zap on.
-        _, forms, streams, placeholder, subscribed = run_node(
+        invalid, _, forms, streams, placeholder, subscribed = run_node(
             HARNESS,
             [
                 _steps(
+                    ("validate", {}),
                     ("auth", {}),
                     ("forms", {}),
                     ("streams", {}),
@@ -94,6 +95,7 @@ async def test_zapier__the_app_subscribes_receives_samples_finds_and_unsubscribe
             **env,
         )
     assert unsubscribed == [{}, {}, {}]
+    assert invalid == []
     assert [f["id"] for f in forms] == [form["id"]]
     assert [s["id"] for s in streams] == [stream["id"]]
     assert [item["id"] for item in placeholder] == ["sub_sample"]

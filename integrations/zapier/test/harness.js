@@ -5,6 +5,9 @@
 // Usage: node test/harness.js '[["STEP", {"json": "arguments"}], ...]'
 // Environment: POSTBAG_URL, POSTBAG_KEY.
 const zapier = require('zapier-platform-core');
+// The app definition's check against zapier-platform-schema, as `zapier validate` and
+// `zapier push` make it.
+const { compileApp, validateApp } = require('zapier-platform-core/src/tools/schema');
 const App = require('../index');
 
 const appTester = zapier.createAppTester(App);
@@ -12,6 +15,7 @@ const authData = { base_url: `${process.env.POSTBAG_URL}/`, api_key: process.env
 const { triggers, searches } = App;
 
 const steps = {
+  validate: async () => validateApp(compileApp(App)).map((error) => error.stack),
   auth: () => appTester(App.authentication.test, { authData }),
   forms: () => appTester(triggers.form_list.operation.perform, { authData }),
   streams: () => appTester(triggers.stream_list.operation.perform, { authData }),
