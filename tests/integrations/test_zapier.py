@@ -1,7 +1,7 @@
 """The Zapier app (`integrations/zapier/`) in zapier-platform-core's app tester against a
-real Postbag: its definition valid for Zapier's schema, the connection's base URL and key, the forms' dropdown, subscribing a REST
-hook, a delivery signed and read as the trigger reads it, the samples, the search,
-unsubscribing."""
+real Postbag: its definition valid for Zapier's schema, the connection's base URL and key,
+the forms' dropdown, subscribing a REST hook, a delivery signed and read as the trigger
+reads it, the samples, the search, unsubscribing."""
 
 from __future__ import annotations
 
