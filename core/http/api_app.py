@@ -21,6 +21,7 @@ from core.http.v1 import (
     digests,
     events,
     forms,
+    hooks,
     ingest,
     keys,
     members,
@@ -54,6 +55,7 @@ V1_ROUTERS: list[APIRouter] = [
     streams.router,
     spam.router,
     audit.router,
+    hooks.router,
 ]
 
 

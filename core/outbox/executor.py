@@ -20,8 +20,10 @@ from core.outbox import limits, pauses, rates, store
 from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
+from core.owner import hooks
 from core.owner.alerts import raise_alert
 from core.platform.logs import log
+from core.platform.scope import OrgScope
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -90,7 +92,7 @@ async def _exhausted(claim: Claim, state: PassState) -> None:
     )
     if await state.completer.write(outcome):
         state.stats["dead"] += 1
-        await _alert(state, claim, reason, now)
+        await _dead(state, claim, reason, now)
         log.info("delivery dead: its attempts were cut short", extra=claim.log_ids)
 
 
@@ -193,7 +195,16 @@ async def _record(
     )
     won = await state.completer.write(outcome)
     if won and outcome.status == "dead":
-        await _alert(state, claim, outcome.reason, now)
+        if claim.destination_id is not None and result.http_status == 410:
+            # Zapier's contract: a target that is gone unsubscribes its hook (a destination
+            # that is no hook's just ends dead).
+            await hooks.unsubscribe_gone(
+                state.services.db,
+                organization_id=claim.organization_id,
+                destination_id=claim.destination_id,
+                now=now,
+            )
+        await _dead(state, claim, outcome.reason, now)
         if blamed is not None and window_end is not None:
             await breaker.promote_next_probe(blamed, at=window_end, now=now)
     ids = {**claim.log_ids, "detail": {"status": outcome.status, "result": result.summary}}
@@ -208,6 +219,26 @@ async def _record(
         await breaker.failed(blamed, now=now, probe=probe)
     elif claim.destination_id is not None and result.ok:
         await breaker.succeeded(claim.destination_id, now=now)
+
+
+async def _dead(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:
+    """What follows a delivery's death: its alert, and the `delivery.dead` body queued to the
+    hooks subscribed to it (never for a hook's own lifecycle delivery: a dead one would
+    feed itself)."""
+    await _alert(state, claim, reason, now)
+    if claim.kind == "lifecycle":
+        return
+    scope = OrgScope(claim.organization_id)
+    data = {
+        "delivery": claim.id,
+        "kind": claim.kind,
+        "submission": claim.submission_id,
+        "event_id": claim.event_id,
+        "destination": claim.destination_id,
+        "reason": reason,
+    }
+    async with state.services.db.scoped(scope) as conn:
+        await hooks.queue_lifecycle(conn, scope, event="delivery.dead", data=data, now=now)
 
 
 async def _alert(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING
 from core.outbox import store
 from core.outbox.backoff import MAX_DELAY
 from core.outbox.store import Claim
+from core.owner import hooks
 from core.owner.alerts import raise_alert
 from core.platform.db import Conn
 from core.platform.queries import queries
+from core.platform.scope import OrgScope
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -64,21 +66,30 @@ def pause_detail(attempts: int, hours: int, threshold: int) -> str:
 
 async def pause_failing(conn: Conn, *, now: datetime) -> int:
     """Note when each destination turned `failing`, then pause those failing for their
-    window, each with its alert (in the caller's transaction); returns how many were
-    paused."""
+    window, each with its alert, queuing the `destination.paused` body to the hooks
+    subscribed to it; returns how many were paused."""
     await conn.execute(queries["track_failing_since"], {"now": now})
-    cur = await conn.execute(queries["pause_failing_destinations"], {"now": now})
-    paused = await cur.fetchall()
-    for row in paused:
-        await raise_alert(
-            conn,
-            organization_id=row["organization_id"],
-            kind="destination.paused",
-            subject_id=row["id"],
-            detail=pause_detail(
-                row["attempts"], row["pause_after_hours"], row["pause_after_attempts"]
-            ),
-            delivery_id=None,
-            now=now,
-        )
+    # The pause, its alert and its hooks' deliveries commit together.
+    async with conn.transaction():
+        cur = await conn.execute(queries["pause_failing_destinations"], {"now": now})
+        paused = await cur.fetchall()
+        for row in paused:
+            await raise_alert(
+                conn,
+                organization_id=row["organization_id"],
+                kind="destination.paused",
+                subject_id=row["id"],
+                detail=pause_detail(
+                    row["attempts"], row["pause_after_hours"], row["pause_after_attempts"]
+                ),
+                delivery_id=None,
+                now=now,
+            )
+            await hooks.queue_lifecycle(
+                conn,
+                OrgScope(row["organization_id"]),
+                event="destination.paused",
+                data={"destination": row["id"], "reason": "failing"},
+                now=now,
+            )
     return len(paused)

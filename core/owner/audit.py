@@ -40,6 +40,8 @@ UNCHANGING = frozenset(
         "stream_event.listed",
         "stream_event.read",
         "destination.tested",
+        "form.sampled",
+        "stream.sampled",
     }
 )
 # Reads of one object recorded once per opening: the same actor's read of the same object

@@ -11,6 +11,7 @@ PREFIXES = frozenset(
     | {"str", "sky", "evt", "srt"}  # streams, ingest keys, stream events, stream routes
     | {"aud"}  # audit rows
     | {"mem", "inv", "ses"}  # members, invitations, dashboard sessions
+    | {"hok"}  # REST hooks
 )
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 ID_LENGTH = 26

@@ -55,10 +55,11 @@ EraseReason = Literal["requested", "expired"]
 Role = Literal["owner", "admin", "operator", "viewer"]
 # Who acted: a member signed in, or an API key.
 ActorKind = Literal["member", "key"]
-# audit_log.actor_kind: a member, an API key, or the operator's `postbag` command line.
-AuditActorKind = Literal["member", "key", "operator"]
+# audit_log.actor_kind: a member, an API key, the operator's `postbag` command line, or the
+# system (the delivery worker unsubscribing a hook whose target answered 410).
+AuditActorKind = Literal["member", "key", "operator", "system"]
 # audit_log.via: the surface an audited action came through.
-AuditVia = Literal["api", "mcp", "dashboard", "cli"]
+AuditVia = Literal["api", "mcp", "dashboard", "cli", "worker"]
 # member_links.kind: a one-time link's purpose (a sign-in link only `postbag dev` prints).
 MemberLinkKind = Literal["password_reset", "sign_in"]
 
@@ -66,7 +67,7 @@ MemberLinkKind = Literal["password_reset", "sign_in"]
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
 DeliveryKind = Literal[
-    "submission", "acknowledgement", "digest", "event", "notification", "account"
+    "submission", "acknowledgement", "digest", "event", "notification", "account", "lifecycle"
 ]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
@@ -116,6 +117,11 @@ NotificationKind = Literal["destination.paused", "delivery.dead", "quota.reached
 
 # auth_failures.kind: what a throttled client (or account) attempted or failed at.
 AuthFailureKind = Literal["sign_in", "sign_in_account", "reset_link", "invitation_link", "api_key"]
+
+# hooks.event: what a REST hook subscribes to (docs/hooks.md).
+HookEvent = Literal["submission.created", "stream.event", "delivery.dead", "destination.paused"]
+# hooks.deleted_reason: removed by its subscriber, or by its target answering 410 Gone.
+HookEndReason = Literal["unsubscribed", "gone"]
 
 # worker_heartbeats.tick
 TickName = Literal["deliver", "digest", "retention"]

@@ -98,6 +98,12 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("DELETE", "/v1/members/{member_id}"): "owner",
     ("GET", "/v1/invitations"): "owner",
     ("DELETE", "/v1/invitations/{invitation_id}"): "owner",
+    ("POST", "/v1/hooks"): "admin",
+    ("GET", "/v1/hooks"): "admin",
+    ("GET", "/v1/hooks/{hook_id}"): "admin",
+    ("DELETE", "/v1/hooks/{hook_id}"): "admin",
+    ("GET", "/v1/forms/{form_id}/sample"): "operator",
+    ("GET", "/v1/streams/{stream_id}/sample"): "operator",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).

@@ -56,6 +56,11 @@ INSERT INTO stream_routes (id, organization_id, stream_id, destination_id)
 INSERT INTO deliveries (id, organization_id, kind, event_id, stream_route_id, destination_id,
                         channel, max_attempts, target)
     VALUES (%(dlv3)s, %(org)s, 'event', %(evt)s, %(srt)s, %(dst)s, 'webhook', 10, '{}');
+INSERT INTO hooks (id, organization_id, event, destination_id, form_id, route_id, created_at)
+    VALUES (%(hok)s, %(org)s, 'submission.created', %(dst)s, %(frm)s, %(rte)s, now());
+INSERT INTO deliveries (id, organization_id, kind, destination_id, channel, max_attempts,
+                        payload, target)
+    VALUES (%(dlv4)s, %(org)s, 'lifecycle', %(dst)s, 'webhook', 10, '{}', '{}');
 INSERT INTO replays (id, organization_id, filter, total, per_second)
     VALUES (%(rpl)s, %(org)s, '{}', 0, 10);
 INSERT INTO notifications (organization_id, kind, subject_id, created_at)
@@ -114,6 +119,8 @@ async def seed_organization(conn: Conn) -> dict[str, str]:
         "evt": new_id("evt"),
         "srt": new_id("srt"),
         "dlv3": new_id("dlv"),
+        "hok": new_id("hok"),
+        "dlv4": new_id("dlv"),
         "rpl": new_id("rpl"),
         "mem": new_id("mem"),
         "ses": new_id("ses"),

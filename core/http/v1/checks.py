@@ -26,6 +26,7 @@ PATH_IDS = {
     "event_id": "evt",
     "member_id": "mem",
     "invitation_id": "inv",
+    "hook_id": "hok",
 }
 QUERY_IDS = {"form": "frm", "destination": "dst", "route": "rte", "submission": "sub"}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

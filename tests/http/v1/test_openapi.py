@@ -69,6 +69,9 @@ def test_openapi__every_list_is_a_typed_page() -> None:
         "/v1/organization",
         "/v1/submissions/export.csv",
         "/v1/forms/{form_id}/spam",
+        # Samples: the newest few bodies, never paged (docs/hooks.md#sample-data).
+        "/v1/forms/{form_id}/sample",
+        "/v1/streams/{stream_id}/sample",
     }
     lists = [
         path

@@ -80,6 +80,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
     ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
     ("PATCH", "/v1/organization"): {"notify": ["intruder@example.com"]},
+    ("POST", "/v1/hooks"): {"target_url": "https://example.com/hook", "event": "delivery.dead"},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -186,11 +187,22 @@ async def _world(
         json={"type": "t", "data": {}},
         headers=who.headers,
     )
+    hook = await create(
+        client,
+        who,
+        "/v1/hooks",
+        {
+            "target_url": "https://example.com/zap",
+            "event": "submission.created",
+            "form": form["id"],
+        },
+    )
     invited = await create(
         client, who, "/v1/members", {"email": f"{new_id('inv')}@example.com", "role": "viewer"}
     )
     return {
         "invitation_id": invited["id"],
+        "hook_id": hook["id"],
         "replay_id": replay["id"],
         "stream_id": stream["id"],
         "stream_route_id": stream_route["id"],
@@ -226,6 +238,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         f"/v1/destinations/{ids['destination_id']}",
         "/v1/destinations",
         "/v1/forms",
+        "/v1/hooks",
         "/v1/keys",
         "/v1/invitations",
         "/v1/usage",
