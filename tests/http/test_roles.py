@@ -104,6 +104,7 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("DELETE", "/v1/hooks/{hook_id}"): "admin",
     ("GET", "/v1/forms/{form_id}/sample"): "operator",
     ("GET", "/v1/streams/{stream_id}/sample"): "operator",
+    ("POST", "/v1/streams/{stream_id}/events/{event_id}/release"): "operator",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).
@@ -116,6 +117,7 @@ TOOLS: dict[str, Role] = {
     "export_submissions": "operator",
     "erase_submission": "operator",
     "release_submission": "operator",
+    "release_stream_event": "operator",
     "mark_submission_spam": "operator",
     "list_deliveries": "viewer",
     "get_delivery": "operator",
