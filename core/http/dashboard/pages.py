@@ -23,14 +23,18 @@ from core.platform.services import Services
 SESSION_COOKIE = "pb_session"
 SIGN_IN_COOKIE = "pb_sign_in"
 
-NAV = [
-    ("/app", "Inbox"),
-    ("/app/forms", "Forms"),
-    ("/app/destinations", "Destinations"),
-    ("/app/streams", "Streams"),
-    ("/app/alerts", "Alerts"),
-    ("/app/events", "Events"),
-    ("/app/audit", "Audit"),
+# The navigation: each page's address, label and the permission it needs (a link the
+# member's role cannot open is not shown).
+NAV: list[tuple[str, str, Permission]] = [
+    ("/app", "Inbox", "read"),
+    ("/app/forms", "Forms", "read"),
+    ("/app/destinations", "Destinations", "read"),
+    ("/app/streams", "Streams", "read"),
+    ("/app/alerts", "Alerts", "read"),
+    ("/app/events", "Events", "read"),
+    ("/app/audit", "Audit", "read_audit"),
+    ("/app/keys", "Keys", "configure"),
+    ("/app/members", "Members", "manage_members"),
 ]
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
