@@ -98,6 +98,7 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("DELETE", "/v1/members/{member_id}"): "owner",
     ("GET", "/v1/invitations"): "owner",
     ("DELETE", "/v1/invitations/{invitation_id}"): "owner",
+    ("POST", "/v1/invitations/{invitation_id}/resend"): "owner",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).

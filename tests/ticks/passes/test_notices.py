@@ -146,7 +146,11 @@ async def test_organization_api__notify_addresses_read_and_validated(
 ) -> None:
     tenant, _ = await setup_form(conn, plan="self_hosted", routes=0)
     async with api_client(services, tenant.key) as api:
-        assert (await api.get("/v1/organization")).json() == {"id": tenant.org, "notify": []}
+        assert (await api.get("/v1/organization")).json() == {
+            "id": tenant.org,
+            "notify": [],
+            "notify_destination": None,
+        }
         for bad in (
             {"notify": ["not an address"]},
             {"notify": [f"o{n}@example.com" for n in range(11)]},
@@ -159,7 +163,7 @@ async def test_organization_api__notify_addresses_read_and_validated(
             assert error_fields(body)
         assert (await api.get("/v1/organization")).json()["notify"] == []
         set_ = await api.patch("/v1/organization", json={"notify": [OWNER]})
-        assert set_.json() == {"id": tenant.org, "notify": [OWNER]}
+        assert set_.json() == {"id": tenant.org, "notify": [OWNER], "notify_destination": None}
         cleared = await api.patch("/v1/organization", json={"notify": []})
         assert cleared.json()["notify"] == []
 
