@@ -23,6 +23,7 @@ from core.http.dashboard import (
     replays,
     schemas,
     signing_in,
+    spam,
     streams,
 )
 from core.http.dashboard.pages import (
@@ -43,6 +44,7 @@ PAGE_ROUTERS: list[APIRouter] = [
     receipts.router,
     forms.router,
     schemas.router,
+    spam.router,
     destinations.router,
     replays.router,
     activity.router,
