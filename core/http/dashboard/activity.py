@@ -4,12 +4,11 @@ and the organization's recent events."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from starlette.responses import Response
-
 import re
 
+from fastapi import APIRouter, Request
 from pydantic import ValidationError
+from starlette.responses import Response
 
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other

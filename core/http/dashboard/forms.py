@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from core.http.access import AuditedRoute, ChangeDep
-from core.http.dashboard import schemas, spam as spam_section
+from core.http.dashboard import schemas
+from core.http.dashboard import spam as spam_section
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import NowDep, ServicesDep

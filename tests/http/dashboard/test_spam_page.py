@@ -96,9 +96,7 @@ async def test_spam_page__the_receipt_says_which_threshold_a_post_crossed(
         csrf = await sign_in(client, tenant.key, role="admin")
         await client.post(f"/app/forms/{form}/spam", data=_settings(csrf))
         async with submit_client(services) as visitor:
-            posted = await visitor.post(
-                f"/s/{form}", json={"message": LINKS}, headers=JSON_ACCEPT
-            )
+            posted = await visitor.post(f"/s/{form}", json={"message": LINKS}, headers=JSON_ACCEPT)
         receipt = posted.json()["receipt"]
         page = await client.get(f"/app/submissions/{receipt}")
         assert '<span class="hint" id="spam-why">12 links, more than 5</span>' in page.text
@@ -113,9 +111,9 @@ async def test_spam_page__the_receipt_says_which_threshold_a_post_crossed(
         assert "Only admins and owners change spam settings; your role is viewer." in (
             form_page.text
         )
-        assert re.search(r'action="/app/forms/frm_\w+/spam"><fieldset class="plain" disabled', (
-            form_page.text
-        ))
+        assert re.search(
+            r'action="/app/forms/frm_\w+/spam"><fieldset class="plain" disabled', (form_page.text)
+        )
         refused = await viewer.post(
             f"/app/forms/{form}/spam", data=_settings(csrf_of(form_page.text))
         )
@@ -130,9 +128,7 @@ async def test_spam_page__the_learned_filter_is_reset_once_confirmed(
         csrf = await sign_in(client, tenant.key, role="admin")
         page = await client.get(f"/app/forms/{form}")
         assert 'action="/app/spam/model/reset"' in page.text
-        unconfirmed = await client.post(
-            "/app/spam/model/reset", data={"csrf": csrf, "form": form}
-        )
+        unconfirmed = await client.post("/app/spam/model/reset", data={"csrf": csrf, "form": form})
         assert unconfirmed.status_code == 422
         reset = await client.post(
             "/app/spam/model/reset", data={"csrf": csrf, "form": form, "confirm": "on"}

@@ -244,7 +244,8 @@ async def test_notifications__also_go_to_the_chosen_webhook_and_show_on_the_aler
             assert f'<option value="{chosen}">Hook (webhook)</option>' in page.text
             assert f'value="{email}"' not in page.text  # an email destination is not offered
             wrong = await client.post(
-                "/app/alerts/notices", data={"csrf": csrf, "notify": "", "notify_destination": email}
+                "/app/alerts/notices",
+                data={"csrf": csrf, "notify": "", "notify_destination": email},
             )
             assert wrong.status_code == 422 and "put its address in notify" in wrong.text
             saved = await client.post(
