@@ -65,7 +65,12 @@ async def reset_spam_model(change: Change) -> None:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:g} s" if value < 120 else f"{value / 60:g} min"
+    """A duration as a person reads it: `2 s`, `5 min`, `6 h`, `1 day`."""
+    for unit, size in (("day", 86_400), ("h", 3_600), ("min", 60)):
+        if value >= size and value % size == 0:
+            count = int(value // size)
+            return f"{count} {unit}{'s' if unit == 'day' and count != 1 else ''}"
+    return f"{value:g} s"
 
 
 def _links_words(settings: SpamSettings, values: Mapping[str, Any] | None) -> str:
