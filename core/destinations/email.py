@@ -123,6 +123,8 @@ class EmailAdapter(BaseAdapter):
     Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
     max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = False
+    # The owner's notices go to addresses through `notify`, not through an email destination.
+    takes_notices: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
         raise ValueError("email destinations take no secret")

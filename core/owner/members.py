@@ -311,10 +311,9 @@ async def resend_invitation(
         )
         if pending is None:
             raise NotFound(f"no pending invitation {invitation_id}")
-        new = await _send_invitation(
-            conn, change, settings, email=pending["email"], role=pending["role"]
-        )
-    return {"id": new, "email": pending["email"], "role": pending["role"]}
+        address, role = pending["address"], pending["role"]
+        new = await _send_invitation(conn, change, settings, email=address, role=role)
+    return {"id": new, "email": address, "role": role}
 
 
 async def _send_invitation(

@@ -27,6 +27,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, model_validator
 
+from core.destinations.registry import ADAPTERS
 from core.destinations.text import NOTICE_EVENT, quoted
 from core.owner.changes import Change
 from core.owner.plans import PLANS
@@ -46,7 +47,7 @@ LISTED = 20
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
 # The destination types a notice may also go to: a chat or a webhook (an email
 # destination's address belongs in `notify`).
-NOTICE_DESTINATION_TYPES = ("webhook", "slack", "discord", "teams", "telegram")
+NOTICE_DESTINATION_TYPES = tuple(name for name, a in ADAPTERS.items() if a.takes_notices)
 
 
 class NotifySettings(BaseModel):
@@ -111,7 +112,7 @@ async def set_notices(conn: Conn, scope: OrgScope, *, settings: NotifySettings) 
             why = (
                 f"no destination {destination}"
                 if found is None
-                else f"a {found['type']} destination: put its address in notify"
+                else f"a {found['type']} destination takes no notices: put addresses in notify"
             )
             raise InvalidInput(
                 f"notify_destination must be a chat or webhook destination ({why})",
