@@ -301,7 +301,9 @@ async def test_notifications__never_go_to_the_destination_they_are_about(
             assert error_fields(assert_problem(unknown, 422, "invalid_input")) == {
                 "notify_destination"
             }
-        await make_delivery(conn, tenant, form, dst, rte, target={"url": gone.url})
+        await make_delivery(
+            conn, tenant, form, dst, rte, target={"url": gone.url}, next_attempt_at=now
+        )
         await Deliverer(mail, options=FAST).run_pass(now=now, budget=5)
         await _tick(mail, now)
         assert len(gone.requests) == 1  # the submission's delivery, never the notice
@@ -311,3 +313,7 @@ async def test_notifications__never_go_to_the_destination_they_are_about(
         conn, "SELECT destination_id FROM deliveries WHERE kind = 'notification' ORDER BY id"
     )
     assert sent == [{"destination_id": None}]
+    # Deleted, the destination is no longer where notices go.
+    async with api_client(mail, tenant.key) as api:
+        assert (await api.delete(f"/v1/destinations/{dst}")).status_code == 204
+        assert (await api.get("/v1/organization")).json()["notify_destination"] is None
