@@ -126,6 +126,11 @@ async def test_notifications__the_monthly_quota_reached_is_told_once(
     [notice] = _parsed(received)
     assert notice["Subject"] == "Postbag: this month's submissions reached the plan's 100"
     assert notice["To"] == OWNER
+    async with dashboard_client(mail) as client:
+        await sign_in(client, tenant.key, role="viewer")
+        page = await client.get("/app/alerts")
+    month = month_of(now).strftime("%Y-%m")
+    assert f"Quota reached: 100 submissions in {month}, the plan's 100" in page.text
 
 
 async def test_notifications__an_organization_without_addresses_is_sent_nothing(
@@ -226,6 +231,13 @@ async def test_notifications__ticks_racing_pause_once_and_email_once(
     assert notice["Subject"] == "Postbag paused the destination “Hook”"
     events = await rows(conn, "SELECT subject_id FROM events WHERE type = 'destination.paused'")
     assert events == [{"subject_id": dst}]
+    # On the Alerts page too, with where it went.
+    async with dashboard_client(mail) as client:
+        await sign_in(client, tenant.key, role="viewer")
+        page = await client.get("/app/alerts")
+    row = page.text.split('<table class="notices">')[1].split("</table>")[0]
+    assert f'Destination paused: <a href="/app/destinations#dest-{dst}">Hook</a>' in row
+    assert f'{OWNER} <span class="hint">email, sent</span>' in row
 
 
 async def test_notifications__also_go_to_the_chosen_webhook_and_show_on_the_alerts_page(
