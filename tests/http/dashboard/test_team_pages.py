@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+import httpx
+
+from core.http.api_app import create_api_app
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.api import assert_problem
@@ -105,6 +108,13 @@ async def test_dev_mailbox__catches_the_invitation_sent_again_and_its_link_works
         assert (await client.get(oldest)).status_code == 404
         joined = await client.get(newest)
         assert joined.status_code == 200 and "Join" in joined.text
+    # Its links let anyone in: a client on another machine finds no mailbox.
+    elsewhere = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_api_app(dev), client=("203.0.113.9", 4000)),
+        base_url="http://127.0.0.1:8080",
+    )
+    async with elsewhere:
+        assert (await elsewhere.get("/app/dev/mail")).status_code == 404
     audited = await rows(conn, "SELECT action FROM audit_log ORDER BY seq")
     assert [r["action"] for r in audited] == ["member.invited", "invitation.resent"]
     pending = await rows(conn, "SELECT id FROM invitations WHERE withdrawn_at IS NULL")
