@@ -43,6 +43,8 @@ async def members_page(request: Request, services: ServicesDep, session: Session
         owners=sum(1 for m in people if m["role"] == "owner"),
         pending=pending,
         roles=ROLES,
+        # `postbag dev` catches email: the invitation is read in its mailbox.
+        mailbox=services.settings.email_provider == "dev",
         limits={
             "address": members.ADDRESS_INVITATIONS_PER_DAY,
             "organization": members.ORGANIZATION_INVITATIONS_PER_DAY,

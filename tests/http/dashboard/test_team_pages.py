@@ -93,6 +93,7 @@ async def test_dev_mailbox__catches_the_invitation_sent_again_and_its_link_works
         )
         assert invited.status_code == 303
         members = await client.get("/app/members")
+        assert 'the invitation lands in the <a href="/app/dev/mail">' in members.text
         [resend] = re.findall(r'action="(/app/members/invitations/inv_\w+/resend)"', members.text)
         again = await client.post(resend, data={"csrf": csrf})
         assert again.status_code == 303
