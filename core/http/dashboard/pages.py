@@ -113,8 +113,12 @@ def render(
         {
             "title": title,
             "session": session,
-            # What the member's role may do: a template shows and enables only that.
+            # What the member's role may do: a template shows and enables only that, and
+            # says why a form is greyed out (`why`).
             "can": (lambda permission: may(session.role, permission)) if session else None,
+            "why": (lambda permission, doing: why_not(session, permission, doing))
+            if session
+            else None,
             "nav": NAV,
             "active": context.pop("active", None),
             "open_alerts": context.pop("open_alerts", 0),
@@ -143,6 +147,25 @@ def error_page(
         next_href="/app" if signed_in else "/app/sign-in",
         next_label="Back to the inbox" if signed_in else "Sign in",
     )
+
+
+# Who holds each permission, in words, for a greyed-out form's reason.
+_HOLDERS: dict[Permission, str] = {
+    "read": "members",
+    "read_values": "operators, admins and owners",
+    "operate": "operators, admins and owners",
+    "configure": "admins and owners",
+    "manage_members": "owners",
+    "read_audit": "admins and owners",
+}
+
+
+def why_not(session: DashboardSession, permission: Permission, doing: str) -> str:
+    """Why the member cannot `doing` (`Only admins and owners change routes; your role is
+    viewer.`), or "" when their role may."""
+    if may(session.role, permission):
+        return ""
+    return f"Only {_HOLDERS[permission]} {doing}; your role is {session.role}."
 
 
 def see_other(url: str) -> RedirectResponse:

@@ -99,7 +99,7 @@ async def test_spam_page__the_receipt_says_which_threshold_a_post_crossed(
             posted = await visitor.post(f"/s/{form}", json={"message": LINKS}, headers=JSON_ACCEPT)
         receipt = posted.json()["receipt"]
         page = await client.get(f"/app/submissions/{receipt}")
-        assert '<span class="hint" id="spam-why">12 links, more than 5</span>' in page.text
+        assert '<span class="hint" id="spam-reason">12 links, more than 5</span>' in page.text
         assert "Received as spam: 12 links, more than 5" in page.text
     async with dashboard_client(services) as viewer:
         await sign_in(viewer, tenant.key, role="viewer")

@@ -151,3 +151,29 @@ async def test_members_page__the_only_owner_is_told_why_their_role_cannot_change
             f"/app/members/{me}/role", data={"csrf": csrf, "role": "viewer"}
         )
         assert demoted.status_code == 409
+
+
+async def test_greyed_out_forms__say_which_roles_may_use_them(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    async with dashboard_client(services) as client:
+        await sign_in(client, acme.key, role="viewer")
+        for path, why in (
+            ("/app/forms", "Only admins and owners create forms; your role is viewer."),
+            (
+                "/app/destinations",
+                "Only admins and owners add, change or delete destinations; your role is viewer.",
+            ),
+            ("/app/streams", "Only admins and owners create streams; your role is viewer."),
+            (
+                "/app/alerts",
+                "Only admins and owners change where notices go; your role is viewer.",
+            ),
+        ):
+            page = await client.get(path)
+            assert page.status_code == 200 and why in page.text, path
+    async with dashboard_client(services) as client:
+        await sign_in(client, acme.key, role="admin")
+        for path in ("/app/forms", "/app/destinations", "/app/streams", "/app/alerts"):
+            assert 'class="hint why"' not in (await client.get(path)).text, path
