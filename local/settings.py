@@ -42,11 +42,14 @@ def command_settings() -> Settings:
 
 def development_settings(*, public_url: str | None = None) -> tuple[Settings, list[str]]:
     """`postbag dev`'s settings, and one line for each development default it applied
-    beyond what its banner reports (private targets allowed, log-only email): the embedded
-    PostgreSQL and a generated secret key. `public_url` (where it listens) applies when
-    POSTBAG_PUBLIC_URL is unset."""
+    beyond what its banner reports (private targets allowed, the development mailbox): the
+    embedded PostgreSQL and a generated secret key. `public_url` (where it listens) applies
+    when POSTBAG_PUBLIC_URL is unset; email goes to the development mailbox when
+    POSTBAG_EMAIL_PROVIDER is unset."""
     settings = load_settings()
     overrides: dict[str, object] = {"allow_private_targets": True}
+    if "POSTBAG_EMAIL_PROVIDER" not in os.environ:
+        overrides["email_provider"] = "dev"
     notes = []
     if not settings.database_url:
         overrides["database_url"] = _embedded_url()

@@ -114,6 +114,13 @@ def banner(settings: Settings, *, host: str, port: int, ticks: bool) -> list[str
             "POSTBAG_ALLOW_PRIVATE_TARGETS is on: webhooks may target http:// and private "
             "addresses, and a form's redirect_url may be http:// (development only)."
         )
+    base = f"http://{host}:{port}"
+    if settings.email_provider == "dev":
+        lines.append(
+            "Email is caught, never sent (POSTBAG_EMAIL_PROVIDER=dev): invitations, password "
+            f"resets, notices and email destinations land in the mailbox at {base}/app/dev/mail. "
+            "Set POSTBAG_EMAIL_PROVIDER (ses, resend or smtp) to send for real."
+        )
     if settings.email_provider == "log":
         lines.append(
             "Email is log-only (POSTBAG_EMAIL_PROVIDER=log): each email is written to this "
@@ -122,7 +129,6 @@ def banner(settings: Settings, *, host: str, port: int, ticks: bool) -> list[str
         )
     if not ticks:
         lines.append("Ticks are off: nothing is delivered until `postbag tick deliver` runs.")
-    base = f"http://{host}:{port}"
     lines.append(
         f"Postbag is listening on {base} (start page {base}/, dashboard {base}/app, "
         "API docs /v1/docs; Ctrl-C stops it)"

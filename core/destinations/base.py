@@ -136,6 +136,9 @@ class Adapter(Protocol):
     secret_field: ClassVar[str | None]
     secret_hint: ClassVar[str]
     templates: ClassVar[bool]
+    # Whether the owner's notices may also go to a destination of this type (a chat or a
+    # webhook; an email destination's addresses belong in the organization's `notify`).
+    takes_notices: ClassVar[bool]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
         """Validate `config` (raises pydantic.ValidationError)."""
@@ -182,6 +185,7 @@ class BaseAdapter(ABC):
     secret_hint: ClassVar[str] = ""
     rate_per_second: ClassVar[float | None] = None
     templates: ClassVar[bool] = True
+    takes_notices: ClassVar[bool] = True
     Config: ClassVar[builtins.type[AdapterConfig]]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

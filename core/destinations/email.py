@@ -1,7 +1,9 @@
 """The email adapter: one message per submission through SES, Resend, SMTP or the log.
 
 `POSTBAG_EMAIL_PROVIDER=log` (the default) prints the message to the log and ends the
-delivery `skipped` with reason `email_log_only`: it was never sent, and it says so. A real
+delivery `skipped` with reason `email_log_only`: it was never sent, and it says so.
+`dev` (`postbag dev`'s default) catches it in the development mailbox (`mailbox.py`) and
+counts it sent. A real
 provider without its settings (`POSTBAG_MAIL_FROM`, the Resend key, the SMTP URL) fails
 the delivery with `email_not_configured`, so it retries and, configured in time, is sent.
 """
@@ -26,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 from pydantic import EmailStr, Field
 
-from core.destinations import http
+from core.destinations import http, mailbox
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, cut, message
 from core.platform.addresses import valid_address
@@ -121,6 +123,8 @@ class EmailAdapter(BaseAdapter):
     Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
     max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = False
+    # The owner's notices go to addresses through `notify`, not through an email destination.
+    takes_notices: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
         raise ValueError("email destinations take no secret")
@@ -169,6 +173,9 @@ async def send_email(
     `Message-ID` and Resend's idempotency key, the same for each attempt of one email and
     never another's (a delivery's or an invitation's id)."""
     to, subject, text, reply_to = mail.to, mail.subject, mail.text, mail.reply_to
+    if settings.email_provider == "dev":
+        mailbox.catch(message_key, to, subject, text, reply_to)
+        return Result(ok=True)
     if settings.email_provider == "log":
         detail: dict[str, Any] = {
             "message": message_key,
@@ -252,6 +259,21 @@ def _message_id(delivery_id: str, sender: str) -> str:
     copy a lost answer made us send again), in the sender's domain."""
     domain = sender.rpartition("@")[2].strip(" >") or "postbag"
     return f"<{delivery_id}@{domain}>"
+
+
+def not_sent_words(settings: Settings, result: Result) -> str:
+    """Why an installation email was not sent, naming the variables to set: what a refusal
+    that stored nothing (`503 email_not_sent`) tells the owner."""
+    if result.skip_reason == "email_log_only":
+        return (
+            "email is log-only on this server (POSTBAG_EMAIL_PROVIDER=log): set "
+            "POSTBAG_EMAIL_PROVIDER to ses, resend or smtp and POSTBAG_MAIL_FROM (with "
+            "POSTBAG_RESEND_API_KEY for resend, POSTBAG_SMTP_URL for smtp)"
+        )
+    missing = _missing_setting(settings)
+    if result.error_class == "email_not_configured" and missing:
+        return f"email is not configured: {missing}"
+    return f"the provider did not take it ({result.error_class or 'failed'})"
 
 
 def _missing_setting(settings: Settings) -> str | None:

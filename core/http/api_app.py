@@ -93,7 +93,7 @@ def create_api_app(services: Services) -> FastAPI:
         )
     mount_mcp(app, services)
     install_api_docs(app)
-    install_dashboard(app)
+    install_dashboard(app, services.settings)
     check_rules(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(SecurityHeaders)

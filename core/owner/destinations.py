@@ -362,13 +362,15 @@ async def patch_destination(
 @scoped
 async def remove_destination(conn: Conn, scope: OrgScope, *, destination_id: str) -> None:
     """Remove a destination softly, with the routes to it (forms' and streams'); queued
-    deliveries end `skipped`."""
+    deliveries end `skipped`; the organization's notices no longer go to it."""
     params = {"id": destination_id, "organization_id": scope.organization_id}
     routed = {"destination_id": destination_id, "organization_id": scope.organization_id}
     # The forms first, as a route's creation takes its form before its destination; then
-    # the streams, as their routes' removal moves each one's revision.
+    # the streams, as their routes' removal moves each one's revision; then the
+    # organization, as the notices' fold takes it before the destination.
     await conn.execute(queries["lock_destination_forms"], routed)
     await conn.execute(queries["lock_destination_streams"], routed)
+    await conn.execute(queries["forget_notice_destination"], params)
     if await (await conn.execute(queries["delete_destination"], params)).fetchone() is None:
         raise NotFound(f"no destination {destination_id}")
     await conn.execute(queries["delete_destination_routes"], routed)

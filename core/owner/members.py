@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.destinations.email import Email, sealed_token, send_email
+from core.destinations.email import Email, not_sent_words, sealed_token, send_email
 from core.destinations.http import shared_client
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, quoted
 from core.owner.changes import Acting, Change, Origin
@@ -289,41 +289,69 @@ async def invite(change: Change, settings: Settings, *, email: str, role: Role) 
 
     The email goes through the installation's provider at once, inside the change's
     transaction: when it is not sent (the `log` provider included: the link would be lost)
-    EmailNotSent is raised and the invitation rolls back with its audit row, so nothing
-    stays half-way. Once it is sent, the address's earlier pending invitations are
-    withdrawn: one live link per address.
+    EmailNotSent is raised, naming the variables to set, and the invitation rolls back with
+    its audit row, so nothing stays half-way. Once it is sent, the address's earlier
+    pending invitations are withdrawn: one live link per address.
     """
     email, role = checked_email(email), checked_role(role)
-    scope, actor = change.scope, change.acting.actor
     async with change as conn:
-        invitation = await create_invitation(
-            conn, scope, email=email, role=role, sender=actor, now=utcnow()
+        return await _send_invitation(conn, change, settings, email=email, role=role)
+
+
+async def resend_invitation(
+    change: Change, settings: Settings, *, invitation_id: str
+) -> dict[str, Any]:
+    """Send a pending invitation again: a new one to the same address with the same role,
+    made and sent as `invite` makes it (the same daily bounds), which withdraws the old
+    link. NotFound when no pending invitation of that id is in the organization. The new
+    invitation's id, address and role."""
+    async with change as conn:
+        pending = await _one(
+            conn,
+            "pending_invitation",
+            {"id": invitation_id, "organization_id": change.scope.organization_id, "now": utcnow()},
         )
-        change.subject = invitation.id
-        org = await _one(conn, "get_organization", {"id": scope.organization_id})
-        assert org is not None
-        mail = invitation_email(
-            invitation,
-            organization=org["name"],
-            inviter=actor.name,
-            public_url=settings.public_url,
+        if pending is None:
+            raise NotFound(f"no pending invitation {invitation_id}")
+        address, role = pending["address"], pending["role"]
+        new = await _send_invitation(conn, change, settings, email=address, role=role)
+    return {"id": new, "email": address, "role": role}
+
+
+async def _send_invitation(
+    conn: Conn, change: Change, settings: Settings, *, email: str, role: Role
+) -> str:
+    scope, actor = change.scope, change.acting.actor
+    invitation = await create_invitation(
+        conn, scope, email=email, role=role, sender=actor, now=utcnow()
+    )
+    change.subject = invitation.id
+    org = await _one(conn, "get_organization", {"id": scope.organization_id})
+    assert org is not None
+    mail = invitation_email(
+        invitation,
+        organization=org["name"],
+        inviter=actor.name,
+        public_url=settings.public_url,
+    )
+    result = await send_email(
+        settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
+    )
+    if not result.ok:
+        raise EmailNotSent(
+            "the invitation email was not sent, nothing was stored: "
+            f"{not_sent_words(settings, result)}"
         )
-        result = await send_email(
-            settings, shared_client(), mail, message_key=invitation.id, timeout=EMAIL_TIMEOUT
-        )
-        if not result.ok:
-            why = result.skip_reason or result.error_class or "failed"
-            raise EmailNotSent(f"the invitation email was not sent ({why}); nothing was stored")
-        await conn.execute(
-            queries["replace_invitations"],
-            {
-                "organization_id": scope.organization_id,
-                "email": email,
-                "id": invitation.id,
-                "created_at": invitation.created_at,
-                "now": utcnow(),
-            },
-        )
+    await conn.execute(
+        queries["replace_invitations"],
+        {
+            "organization_id": scope.organization_id,
+            "email": email,
+            "id": invitation.id,
+            "created_at": invitation.created_at,
+            "now": utcnow(),
+        },
+    )
     return invitation.id
 
 

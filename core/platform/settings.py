@@ -20,7 +20,7 @@ _PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "postbag", 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
-EmailProvider = Literal["ses", "resend", "smtp", "log"]
+EmailProvider = Literal["ses", "resend", "smtp", "log", "dev"]
 PasswordHashCost = Literal["standard", "test_only"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 # What stands between Postbag and PostgreSQL: nothing (or a session-mode pooler, the same
@@ -251,7 +251,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "secret_key": _secret_key,
     "public_url": _http_url,
     "storage_url": _storage_url,
-    "email_provider": _one_of("ses", "resend", "smtp", "log"),
+    "email_provider": _one_of("ses", "resend", "smtp", "log", "dev"),
     "mail_from": _optional_text,
     "resend_api_key": _secret,
     "resend_api_url": _http_url,
@@ -322,4 +322,8 @@ def production_settings(**overrides: object) -> Settings:
         raise ConfigError(f"{' and '.join(missing)} {verb} required")
     if settings.password_hash_cost != "standard":
         raise ConfigError("POSTBAG_PASSWORD_HASH_COST=test_only is for the test suite only")
+    if settings.email_provider == "dev":
+        raise ConfigError(
+            "POSTBAG_EMAIL_PROVIDER=dev is for `postbag dev` only: set ses, resend or smtp"
+        )
     return settings

@@ -90,6 +90,11 @@ SELECT f.id
  ORDER BY f.id
    FOR NO KEY UPDATE
 
+-- name: forget_notice_destination
+-- The organization's notices no longer go to a destination being deleted.
+UPDATE organizations SET notify_destination_id = NULL
+ WHERE id = %(organization_id)s AND notify_destination_id = %(id)s
+
 -- name: delete_destination_routes
 -- Remove the live routes to a destination softly (the destination is being deleted).
 UPDATE routes SET deleted_at = now(), updated_at = now()

@@ -144,6 +144,13 @@ SELECT id, email, role, invited_by, sender_kind, sender_id, created_at, expires_
  ORDER BY id
  LIMIT %(limit)s
 
+-- name: pending_invitation
+-- A pending invitation of the organization (its address and role), to send again.
+SELECT id, email AS address, role
+  FROM invitations
+ WHERE id = %(id)s AND organization_id = %(organization_id)s
+   AND accepted_at IS NULL AND withdrawn_at IS NULL AND expires_at > %(now)s
+
 -- name: withdraw_invitation
 -- Withdraw a pending invitation of the organization; nothing when there is none.
 UPDATE invitations SET withdrawn_at = %(now)s

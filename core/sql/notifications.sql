@@ -1,11 +1,53 @@
 -- name: get_notify
--- The organization's notification addresses.
-SELECT notify FROM organizations WHERE id = %(organization_id)s
+-- The organization's notification addresses and notice destination.
+SELECT notify, notify_destination_id AS notify_destination
+  FROM organizations WHERE id = %(organization_id)s
 
 -- name: set_notify
--- Replace the organization's notification addresses.
-UPDATE organizations SET notify = %(notify)s WHERE id = %(organization_id)s
-RETURNING notify
+-- Replace the organization's notification addresses, its notice destination, or both.
+UPDATE organizations
+   SET notify = CASE WHEN %(set_notify)s THEN %(notify)s::text[] ELSE notify END,
+       notify_destination_id = CASE WHEN %(set_destination)s THEN %(destination)s::text
+                                    ELSE notify_destination_id END
+ WHERE id = %(organization_id)s
+RETURNING notify, notify_destination_id AS notify_destination
+
+-- name: notice_destination_type
+-- The type of a live destination of the organization (one chosen for notices).
+SELECT type FROM destinations
+ WHERE id = %(id)s AND organization_id = %(organization_id)s AND deleted_at IS NULL
+
+-- name: insert_notice_delivery
+-- The notices' delivery to the organization's notice destination, due now: only while it
+-- is live, on, not failing, of a chat or webhook type (%(types)s) and not what a notice is
+-- about (%(about)s); else nothing. Its target and secret are the destination's.
+INSERT INTO deliveries (id, organization_id, kind, destination_id, channel, max_attempts,
+                        next_attempt_at, payload, target, secret_version, created_at,
+                        updated_at)
+SELECT %(id)s, d.organization_id, 'notification', d.id, d.type, t.max_attempts, %(now)s,
+       %(payload)s, d.config,
+       (SELECT max(v.version) FROM destination_secrets v WHERE v.destination_id = d.id),
+       %(now)s, %(now)s
+  FROM destinations d
+  JOIN destination_types t ON t.name = d.type
+ WHERE d.id = %(destination_id)s AND d.organization_id = %(organization_id)s
+   AND d.deleted_at IS NULL AND d.enabled AND d.health <> 'failing'
+   AND d.type = ANY (%(types)s::text[]) AND d.id <> ALL (%(about)s::text[])
+RETURNING id
+
+-- name: recent_notices
+-- The organization's latest notices, newest first, with the email that carried each (its
+-- addresses and state) and the notice destination's delivery (its name and state).
+SELECT n.id, n.kind, n.subject_id, n.data, n.created_at, n.handled_at,
+       e.target -> 'to' AS emailed_to, e.status AS email_status,
+       dst.name AS destination_name, dd.status AS destination_status
+  FROM notifications n
+  LEFT JOIN deliveries e ON e.id = n.delivery_id
+  LEFT JOIN deliveries dd ON dd.id = n.destination_delivery_id
+  LEFT JOIN destinations dst ON dst.id = dd.destination_id
+ WHERE n.organization_id = %(organization_id)s
+ ORDER BY n.id DESC
+ LIMIT %(limit)s
 
 -- name: notice_quota_reached
 -- A notice for each organization whose counted submissions this month reached its plan's
@@ -50,14 +92,15 @@ SELECT a.organization_id, 'delivery.dead', a.id,
 ON CONFLICT (organization_id, kind, subject_id) WHERE kind <> 'destination.paused' DO NOTHING
 
 -- name: notices_due
--- The (organization, kind) pairs with notices not yet handled whose last email of that
--- kind went out an hour ago or more (or never), at most %(limit)s.
+-- The (organization, kind) pairs with notices not yet handled whose last email (or notice
+-- destination's delivery) of that kind went out an hour ago or more (or never), at most
+-- %(limit)s.
 SELECT p.organization_id, p.kind
   FROM (SELECT DISTINCT organization_id, kind FROM notifications
          WHERE handled_at IS NULL) p
  WHERE NOT EXISTS (SELECT FROM notifications m
                     WHERE m.organization_id = p.organization_id AND m.kind = p.kind
-                      AND m.delivery_id IS NOT NULL
+                      AND (m.delivery_id IS NOT NULL OR m.destination_delivery_id IS NOT NULL)
                       AND m.handled_at > %(now)s - interval '1 hour')
  ORDER BY p.organization_id, p.kind
  LIMIT %(limit)s
@@ -65,18 +108,19 @@ SELECT p.organization_id, p.kind
 -- name: lock_notifying_organization
 -- Lock the organization's row for the transaction: one worker at a time folds its notices
 -- (the next statement, a new snapshot, sees what the one before it committed). Returns
--- its addresses.
-SELECT notify FROM organizations WHERE id = %(organization_id)s FOR NO KEY UPDATE
+-- its addresses and notice destination.
+SELECT notify, notify_destination_id FROM organizations
+ WHERE id = %(organization_id)s FOR NO KEY UPDATE
 
 -- name: notices_to_fold
--- The organization's unhandled notices of a kind, oldest first, unless an email of that
--- kind went out within the hour (another worker was first).
+-- The organization's unhandled notices of a kind, oldest first, unless one of that kind
+-- went out within the hour (another worker was first).
 SELECT n.id, n.subject_id, n.data, n.created_at
   FROM notifications n
  WHERE n.organization_id = %(organization_id)s AND n.kind = %(kind)s AND n.handled_at IS NULL
    AND NOT EXISTS (SELECT FROM notifications m
                     WHERE m.organization_id = n.organization_id AND m.kind = n.kind
-                      AND m.delivery_id IS NOT NULL
+                      AND (m.delivery_id IS NOT NULL OR m.destination_delivery_id IS NOT NULL)
                       AND m.handled_at > %(now)s - interval '1 hour')
  ORDER BY n.id
 
@@ -90,6 +134,9 @@ SELECT %(id)s, %(organization_id)s, 'notification', t.name, t.max_attempts, %(no
   FROM destination_types t WHERE t.name = 'email'
 
 -- name: handle_notices
--- Mark notices handled: folded into the email `delivery_id`, or dropped (no address).
-UPDATE notifications SET handled_at = %(now)s, delivery_id = %(delivery_id)s
+-- Mark notices handled: folded into the email `delivery_id` and the notice destination's
+-- delivery, or dropped (no address, no destination).
+UPDATE notifications
+   SET handled_at = %(now)s, delivery_id = %(delivery_id)s,
+       destination_delivery_id = %(destination_delivery_id)s
  WHERE id = ANY (%(ids)s::bigint[])

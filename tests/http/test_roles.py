@@ -105,6 +105,7 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/forms/{form_id}/sample"): "operator",
     ("GET", "/v1/streams/{stream_id}/sample"): "operator",
     ("POST", "/v1/streams/{stream_id}/events/{event_id}/release"): "operator",
+    ("POST", "/v1/invitations/{invitation_id}/resend"): "owner",
 }
 
 # The least role that may call each MCP tool (the same as its `/v1` route's).

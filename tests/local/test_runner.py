@@ -81,7 +81,7 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
         link = re.search(rf"Dashboard   (http://127\.0\.0\.1:{port}/app/link/\S+)", printed)
         assert link, printed
         assert f'<form action="{submit[1]}" method="POST">' in printed
-        assert "Email is log-only" in printed
+        assert "Email is caught, never sent (POSTBAG_EMAIL_PROVIDER=dev)" in printed
         answered = subprocess.run(
             shlex.split(curl[1]), capture_output=True, text=True, timeout=30, check=True
         )
@@ -101,6 +101,14 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
             headers={"Authorization": f"Bearer {key[1]}"},
             timeout=10,
         )
+        # Inviting a teammate works out of the box: the email lands in the mailbox page.
+        invited = httpx.post(
+            f"http://127.0.0.1:{port}/v1/members",
+            json={"email": "grace@example.com", "role": "viewer"},
+            headers={"Authorization": f"Bearer {key[1]}"},
+            timeout=10,
+        )
+        mailbox = httpx.get(f"http://127.0.0.1:{port}/app/dev/mail", timeout=10)
         assert _postgres_pids(pgdata)
     finally:
         out = _signal_and_wait(proc, signal.SIGTERM)
@@ -112,6 +120,9 @@ def test_dev__first_start_prints_a_ready_block_its_curl_line_submits_and_sigterm
     assert signed_in.history[0].status_code == 303 and signed_in.url.path == "/app"
     assert inbox.status_code == 200 and "Inbox" in inbox.text
     assert again.status_code == 404
+    assert invited.status_code == 201, invited.text
+    assert mailbox.status_code == 200 and "grace@example.com" in mailbox.text
+    assert f"http://127.0.0.1:{port}/app/invitations/" in mailbox.text
     [form] = forms.json()["data"]
     assert (form["id"], form["name"], form["allowed_origins"]) == (submit[2], "Contact", [])
     [stored] = submissions.json()["data"]

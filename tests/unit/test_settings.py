@@ -124,6 +124,20 @@ def test_development_settings__lists_each_default_it_applies(
     )
 
 
+def test_development_settings__email_goes_to_the_mailbox_unless_a_provider_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POSTBAG_DATABASE_URL", "postgresql://db/postbag")
+    monkeypatch.setenv("POSTBAG_SECRET_KEY", "test-secret-key-0123456789abcdef0123456789")
+    monkeypatch.delenv("POSTBAG_EMAIL_PROVIDER", raising=False)
+    assert development_settings()[0].email_provider == "dev"
+    monkeypatch.setenv("POSTBAG_EMAIL_PROVIDER", "log")
+    assert development_settings()[0].email_provider == "log"
+    monkeypatch.setenv("POSTBAG_EMAIL_PROVIDER", "dev")
+    with pytest.raises(ConfigError, match="POSTBAG_EMAIL_PROVIDER=dev is for `postbag dev`"):
+        production_settings()
+
+
 def test_settings__behind_a_transaction_pooler_listen_and_migrate_use_the_direct_url(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

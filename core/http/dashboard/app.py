@@ -14,13 +14,16 @@ from core.http.dashboard import (
     activity,
     audit,
     destinations,
+    dev_mail,
     forms,
     inbox,
+    keys,
     members,
     receipts,
     replays,
     schemas,
     signing_in,
+    spam,
     streams,
 )
 from core.http.dashboard.pages import (
@@ -31,6 +34,7 @@ from core.http.dashboard.pages import (
 )
 from core.http.problems import http_error_response, problem_for, status_and_code
 from core.platform.errors import InvalidInput, PostbagError
+from core.platform.settings import Settings
 
 # Each page's router; a new page adds its router here.
 PAGE_ROUTERS: list[APIRouter] = [
@@ -40,11 +44,13 @@ PAGE_ROUTERS: list[APIRouter] = [
     receipts.router,
     forms.router,
     schemas.router,
+    spam.router,
     destinations.router,
     replays.router,
     activity.router,
     streams.router,
     audit.router,
+    keys.router,
     members.router,
 ]
 
@@ -59,10 +65,13 @@ _TITLES = {
 }
 
 
-def install_dashboard(app: FastAPI) -> None:
-    """Serve the dashboard under /app from the api app, with HTML error pages there."""
+def install_dashboard(app: FastAPI, settings: Settings) -> None:
+    """Serve the dashboard under /app from the api app, with HTML error pages there (and
+    the development mailbox when email is caught: `POSTBAG_EMAIL_PROVIDER=dev`)."""
     for page_router in PAGE_ROUTERS:
         app.include_router(page_router)
+    if settings.email_provider == "dev":
+        app.include_router(dev_mail.router)
     app.mount(
         "/app/static",
         StaticFiles(directory=Path(__file__).parent / "static"),

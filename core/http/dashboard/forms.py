@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard import schemas
+from core.http.dashboard import spam as spam_section
 from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import NowDep, ServicesDep
@@ -232,6 +233,8 @@ async def form_detail(
         schema_modes=SCHEMA_MODES,
         schema=schema,
         spam=spam,
+        spam_inputs=spam_section.spam_inputs(form["spam"]),
+        spam_secrets=spam_section.SECRETS,
     )
 
 

@@ -1,6 +1,6 @@
 """The members page (owners only): the organization's members with their roles, changed or
-removed; invitations sent, listed and withdrawn. The same `core` calls as `/v1/members` and
-`/v1/invitations`."""
+removed; invitations sent, listed, sent again and withdrawn. The same `core` calls as
+`/v1/members` and `/v1/invitations`."""
 
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ async def members_page(request: Request, services: ServicesDep, session: Session
         title="Members",
         active="/app/members",
         people=people,
+        owners=sum(1 for m in people if m["role"] == "owner"),
         pending=pending,
         roles=ROLES,
+        # `postbag dev` catches email: the invitation is read in its mailbox.
+        mailbox=services.settings.email_provider == "dev",
         limits={
             "address": members.ADDRESS_INVITATIONS_PER_DAY,
             "organization": members.ORGANIZATION_INVITATIONS_PER_DAY,
@@ -88,4 +91,15 @@ async def remove(
 )
 async def withdraw(change: ChangeDep, _form: CheckedForm, invitation_id: str) -> Response:
     await members.withdraw_invitation(change, invitation_id=invitation_id)
+    return see_other("/app/members")
+
+
+@router.post(
+    "/members/invitations/{invitation_id}/resend",
+    dependencies=[page_needs("manage_members", "invitation.resent")],
+)
+async def resend(
+    change: ChangeDep, services: ServicesDep, _form: CheckedForm, invitation_id: str
+) -> Response:
+    await members.resend_invitation(change, services.settings, invitation_id=invitation_id)
     return see_other("/app/members")

@@ -23,14 +23,18 @@ from core.platform.services import Services
 SESSION_COOKIE = "pb_session"
 SIGN_IN_COOKIE = "pb_sign_in"
 
-NAV = [
-    ("/app", "Inbox"),
-    ("/app/forms", "Forms"),
-    ("/app/destinations", "Destinations"),
-    ("/app/streams", "Streams"),
-    ("/app/alerts", "Alerts"),
-    ("/app/events", "Events"),
-    ("/app/audit", "Audit"),
+# The navigation: each page's address, label and the permission it needs (a link the
+# member's role cannot open is not shown).
+NAV: list[tuple[str, str, Permission]] = [
+    ("/app", "Inbox", "read"),
+    ("/app/forms", "Forms", "read"),
+    ("/app/destinations", "Destinations", "read"),
+    ("/app/streams", "Streams", "read"),
+    ("/app/alerts", "Alerts", "read"),
+    ("/app/events", "Events", "read"),
+    ("/app/audit", "Audit", "read_audit"),
+    ("/app/keys", "Keys", "configure"),
+    ("/app/members", "Members", "manage_members"),
 ]
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -109,8 +113,12 @@ def render(
         {
             "title": title,
             "session": session,
-            # What the member's role may do: a template shows and enables only that.
+            # What the member's role may do: a template shows and enables only that, and
+            # says why a form is greyed out (`why`).
             "can": (lambda permission: may(session.role, permission)) if session else None,
+            "why": (lambda permission, doing: why_not(session, permission, doing))
+            if session
+            else None,
             "nav": NAV,
             "active": context.pop("active", None),
             "open_alerts": context.pop("open_alerts", 0),
@@ -139,6 +147,25 @@ def error_page(
         next_href="/app" if signed_in else "/app/sign-in",
         next_label="Back to the inbox" if signed_in else "Sign in",
     )
+
+
+# Who holds each permission, in words, for a greyed-out form's reason.
+_HOLDERS: dict[Permission, str] = {
+    "read": "members",
+    "read_values": "operators, admins and owners",
+    "operate": "operators, admins and owners",
+    "configure": "admins and owners",
+    "manage_members": "owners",
+    "read_audit": "admins and owners",
+}
+
+
+def why_not(session: DashboardSession, permission: Permission, doing: str) -> str:
+    """Why the member cannot `doing` (`Only admins and owners change routes; your role is
+    viewer.`), or "" when their role may."""
+    if may(session.role, permission):
+        return ""
+    return f"Only {_HOLDERS[permission]} {doing}; your role is {session.role}."
 
 
 def see_other(url: str) -> RedirectResponse:

@@ -25,10 +25,12 @@ from core.outbox import deliveries
 from core.owner import forms
 from core.owner.changes import Change
 from core.owner.roles import may
+from core.owner.spam_report import spam_reason_words
 from core.platform.clock import utcnow
 from core.platform.errors import NotFound, PostbagError
 from core.platform.services import Services
 from core.spam.model import weighed_tokens
+from core.spam.settings import spam_settings
 from core.submissions import records
 from core.submissions.erasure import erase_submission
 from core.submissions.review import Review, mark_spam, release_submission
@@ -51,12 +53,15 @@ def _was(data: Mapping[str, Any]) -> str:
     return status + (f" · {str(reason).replace('_', ' ')}" if reason else "")
 
 
-def _history_line(event: Mapping[str, Any]) -> str:
-    """One event of the submission in words; a release or spam mark names what it was."""
+def _history_line(event: Mapping[str, Any], spam_words: Callable[[str | None], str]) -> str:
+    """One event of the submission in words; a release or spam mark names what it was, a
+    spam verdict why (`Received as spam: 12 links, more than 5`)."""
     data: Mapping[str, Any] = event.get("data") or {}
     kind = str(event["type"]).removeprefix("submission.")
     if kind == "received":
-        return f"Received as {data.get('status', 'accepted')}"
+        status = data.get("status", "accepted")
+        why = spam_words(data.get("reason")) if status == "spam" else ""
+        return f"Received as {status}" + (f": {why}" if why else "")
     if kind == "quarantined":
         return f"Quarantined · {str(data.get('reason') or '').replace('_', ' ')}"
     if kind == "released":
@@ -85,15 +90,28 @@ async def _receipt(
         try:
             form = await forms.get_form(conn, scope, form_id=found["form"])
         except PostbagError:
-            form = {"id": found["form"], "name": found["form"], "labels": {}}
+            form = {"id": found["form"], "name": found["form"], "labels": {}, "spam": {}}
     for line in found["deliveries"]:
         line["state"], line["css"] = delivery_state(line)
         line["reason_words"] = reason_words(line.get("reason"))
         line["detail_words"] = detail_words(line.get("last_detail"))
         line["can_retry"] = line["status"] in ("failed", "dead", "skipped")
         line["target_text"] = target_text(line["target"])
-    history = [(event["at"], _history_line(event)) for event in found["history"]]
-    if may(session.role, "read_values"):
+    readable = may(session.role, "read_values")
+    settings = spam_settings(form.get("spam"))
+
+    def spam_words(reason: str | None) -> str:
+        # A viewer reads the threshold, never a count taken from the values.
+        return spam_reason_words(
+            reason,
+            settings=settings,
+            values=found["values"] if readable else None,
+            score=found.get("spam_score"),
+        )
+
+    history = [(event["at"], _history_line(event, spam_words)) for event in found["history"]]
+    found["reason_words"] = spam_words(found["reason"]) if found["status"] == "spam" else ""
+    if readable:
         audit_as(request, action="submission.read")
     else:
         # A viewer sees the receipt, its statuses and delivery states: no value, no file

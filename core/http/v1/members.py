@@ -161,3 +161,19 @@ async def list_invitations(
 async def withdraw_invitation(change: ChangeDep, invitation_id: str) -> None:
     """Withdraw a pending invitation: its link stops working at once."""
     await members.withdraw_invitation(change, invitation_id=invitation_id)
+
+
+@router.post(
+    "/invitations/{invitation_id}/resend",
+    status_code=201,
+    responses=problems(404, 429),
+    dependencies=[needs("manage_members", "invitation.resent")],
+)
+async def resend_invitation(
+    change: ChangeDep, invitation_id: str, services: ServicesDep
+) -> SentInvitation:
+    """Email a pending invitation again: a new invitation (a new id and link, valid 7 days)
+    to the same address with the same role; the old link stops working. The same daily
+    bounds and `503 email_not_sent` as an invitation."""
+    sent = await members.resend_invitation(change, services.settings, invitation_id=invitation_id)
+    return SentInvitation(**sent)

@@ -27,14 +27,18 @@ class Organization(BaseModel):
             "start to fail for good, and when the monthly quota is reached (docs/operations.md)"
         )
     )
+    notify_destination: str | None = Field(
+        default=None,
+        description="the chat or webhook destination told the same (never about itself)",
+    )
 
 
 @router.get("/organization", dependencies=[needs("read")])
 async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organization:
     """The organization's settings."""
     async with services.db.scoped(scope) as conn:
-        notify = await notifications.get_notify(conn, scope)
-    return Organization(id=scope.organization_id, notify=notify)
+        found = await notifications.notice_settings(conn, scope)
+    return Organization(id=scope.organization_id, **found)
 
 
 @router.patch(
@@ -43,6 +47,8 @@ async def get_organization(scope: ScopeDep, services: ServicesDep) -> Organizati
     responses=problems(422),
 )
 async def update_organization(change: ChangeDep, body: NotifySettings) -> Organization:
-    """Replace the notification addresses (at most 10; `[]` sends none)."""
-    notify = await notifications.update_organization(change, settings=body)
-    return Organization(id=change.scope.organization_id, notify=notify)
+    """Replace the notification addresses (at most 10; `[]` sends none), the notice
+    destination (a chat or webhook destination; null for none), or both: a key left out
+    keeps its setting."""
+    found = await notifications.update_organization(change, settings=body)
+    return Organization(id=change.scope.organization_id, **found)

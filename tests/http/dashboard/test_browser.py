@@ -6,6 +6,11 @@ the form to observe its schema and adopt a suggested schema, post the form from 
 another loopback origin and see the drift it showed, watch the delivery lines reach
 *Delivered* / *Not delivered*, erase the values, then Send again and read the refusal.
 Screenshots land in the test's tmp directory, and in docs/ with POSTBAG_SCREENSHOTS=docs.
+
+A second run, as on a default `./local/run` (`POSTBAG_EMAIL_PROVIDER=dev`): the owner invites
+a teammate on the Members page and makes an API key on the Keys page (shown once, and it
+works); the teammate, with no account, opens the development mailbox, follows the link of
+the caught invitation, joins, signs out and signs in with the password.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from core.platform.db import connect
 from core.platform.services import Services
 from core.platform.settings import load_settings
 from core.ticks.registry import TICKS, run_pass
-from tests.support.builders import make_tenant
+from tests.support.builders import make_member, make_tenant, sign_in_link
 from tests.support.peers import closed_port, receiver, status
 from tests.support.settings import SENDER, TEST_SECRET_KEY
 
@@ -68,7 +73,8 @@ class Server:
 
 
 @contextmanager
-def postbag(db_url: str, tmp_path: Path, smtp_url: str) -> Iterator[Server]:
+def postbag(db_url: str, tmp_path: Path, **mail: str) -> Iterator[Server]:
+    """A real uvicorn serving both apps, sending email as `mail` says."""
     port = closed_port()
     url = f"http://127.0.0.1:{port}"
     settings = load_settings(
@@ -77,10 +83,8 @@ def postbag(db_url: str, tmp_path: Path, smtp_url: str) -> Iterator[Server]:
         storage_url=f"file://{tmp_path / 'files'}",
         allow_private_targets=True,
         public_url=url,
-        email_provider="smtp",
-        smtp_url=smtp_url,
-        mail_from=SENDER,
         password_hash_cost="test_only",
+        **mail,
     )
     services = Services.from_settings(settings, pool_max=4)
     config = uvicorn.Config(
@@ -173,6 +177,27 @@ def _new_key(db_url: str) -> str:
     return asyncio.run(run())
 
 
+def _smtp(url: str) -> dict[str, str]:
+    """The settings of email sent through the SMTP peer at `url`."""
+    return {"email_provider": "smtp", "smtp_url": url, "mail_from": SENDER}
+
+
+def _owner_link(db_url: str) -> str:
+    """An organization with an owner; the path of the owner's one-time sign-in link (as
+    `postbag dev` prints it)."""
+
+    async def run() -> str:
+        conn = await connect(db_url)
+        try:
+            tenant = await make_tenant(conn, name="Bike shop")
+            owner = await make_member(conn, tenant, email="olga@example.com")
+            return await sign_in_link(conn, owner)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
 async def _suggest(db_url: str, form_id: str, schema: dict[str, Any]) -> None:
     """Append a `suggested` version, as the retention tick's inference would."""
     conn = await connect(db_url)
@@ -229,7 +254,9 @@ def test_dashboard_in_a_real_browser(
     shots = tmp_path / "shots"
     shots.mkdir()
     with (
-        postbag(db_url, tmp_path, smtp_url) as app,
+        postbag(
+            db_url, tmp_path, email_provider="smtp", smtp_url=smtp_url, mail_from=SENDER
+        ) as app,
         receiver() as hook,
         receiver(status(404)) as gone,
         other_origin() as site,
@@ -422,3 +449,76 @@ def test_dashboard_in_a_real_browser(
     if os.environ.get("POSTBAG_SCREENSHOTS") == "docs":
         shutil.copy(shots / "inbox.png", DOCS / "inbox.png")
         shutil.copy(shots / "receipt.png", DOCS / "receipt.png")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TEST_SECONDS)
+def test_inviting_a_teammate_through_the_development_mailbox(
+    db_url: str, tmp_path: Path, expect: Any
+) -> None:
+    executable = _chromium()
+    link = _owner_link(db_url)
+    teammate, password = "grace@example.com", "correct horse battery"
+    with postbag(db_url, tmp_path, email_provider="dev") as app, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS, timeout=CALL_MS
+        )
+        owner = browser.new_context()
+        owner.set_default_timeout(CALL_MS)
+        page = owner.new_page()
+        page.goto(f"{app.url}{link}")
+        expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+
+        # The owner invites a teammate on the Members page.
+        menu = page.get_by_role("navigation", name="Main")
+        menu.get_by_role("link", name="Members").click()
+        page.get_by_label("Email").fill(teammate)
+        page.get_by_label("Role", exact=True).select_option("operator")
+        page.get_by_role("button", name="Send invitation").click()
+        expect(page.locator("tr", has_text=teammate)).to_contain_text("operator")
+
+        # And makes an API key: shown once, and it works.
+        menu.get_by_role("link", name="Keys").click()
+        page.get_by_label("Name").fill("CRM sync")
+        page.get_by_role("button", name="Create key").click()
+        key = page.locator("#new-key-secret").inner_text()
+        answer = httpx.get(
+            f"{app.url}/v1/forms",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=CALL_MS / 1000,
+        )
+        assert answer.status_code == 200, answer.text
+        page.reload()
+        assert key not in page.content()
+
+        # The teammate, with no account, reads the caught mail and follows its link.
+        guest = browser.new_context()
+        guest.set_default_timeout(CALL_MS)
+        mail = guest.new_page()
+        mail.goto(f"{app.url}/app/dev/mail")
+        message = mail.locator("article.mail", has_text=teammate).first
+        expect(message).to_contain_text("You are invited to “Bike shop” on Postbag")
+        message.locator('a[href*="/app/invitations/"]').click()
+        expect(mail.get_by_role("heading", name="Join Bike shop")).to_be_visible()
+        mail.get_by_label("Choose a password").fill(password)
+        mail.get_by_label("The same password again").fill(password)
+        mail.get_by_role("button", name="Join and sign in").click()
+        expect(mail.get_by_role("heading", name="Inbox")).to_be_visible()
+        # An operator: no link to the pages their role cannot open.
+        nav = mail.get_by_role("navigation", name="Main")
+        expect(nav.get_by_role("link", name="Members")).to_have_count(0)
+        expect(nav.get_by_role("link", name="Keys")).to_have_count(0)
+
+        # Signed out, the teammate signs in again with the password chosen.
+        mail.get_by_role("button", name="Sign out").click()
+        expect(mail.get_by_role("heading", name="Sign in")).to_be_visible()
+        mail.get_by_label("Email").fill(teammate)
+        mail.get_by_label("Password").fill(password)
+        mail.get_by_role("button", name="Sign in").click()
+        expect(mail.get_by_role("heading", name="Inbox")).to_be_visible()
+
+        # The owner sees the teammate as a member.
+        page.goto(f"{app.url}/app/members")
+        expect(page.locator("tr", has_text=teammate)).to_contain_text("operator")
+        expect(page.get_by_text("No invitation is waiting.")).to_be_visible()
+        browser.close()

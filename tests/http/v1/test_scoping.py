@@ -53,6 +53,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/keys"): {"name": "k"},
     ("POST", "/v1/members"): {"email": "new@example.com", "role": "viewer"},
     ("PATCH", "/v1/members/{member_id}"): {"role": "viewer"},
+    ("POST", "/v1/invitations/{invitation_id}/resend"): {},
     ("POST", "/v1/forms"): {"name": "F"},
     ("PATCH", "/v1/forms/{form_id}"): {"name": "Changed"},
     ("POST", "/v1/forms/{form_id}/schemas"): {"schema": {"type": "object"}},

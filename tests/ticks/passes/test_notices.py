@@ -1,10 +1,13 @@
 """The owner's notice emails (core/owner/notifications.py): gathered and folded by the
 notices pass of the retention tick, sent by the outbox through a real SMTP peer; at most
-one per kind per hour, the rest in one digest when the hour ends; none without an address."""
+one per kind per hour, the rest in one digest when the hour ends; none without an address.
+The same notices to a chosen webhook destination (never the one they are about), set and
+listed on the Alerts page."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -21,7 +24,14 @@ from core.platform.services import Services
 from core.ticks.passes.history import HISTORY_DAYS
 from core.ticks.retention import run_retention
 from tests.support.api import api_client, assert_problem, error_fields
-from tests.support.builders import Tenant, add_attempt, make_delivery, make_route_to, setup_form
+from tests.support.builders import (
+    Tenant,
+    add_attempt,
+    make_delivery,
+    make_destination,
+    make_route_to,
+    setup_form,
+)
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.peers import receiver, status
 from tests.support.records import rows
@@ -116,6 +126,11 @@ async def test_notifications__the_monthly_quota_reached_is_told_once(
     [notice] = _parsed(received)
     assert notice["Subject"] == "Postbag: this month's submissions reached the plan's 100"
     assert notice["To"] == OWNER
+    async with dashboard_client(mail) as client:
+        await sign_in(client, tenant.key, role="viewer")
+        page = await client.get("/app/alerts")
+    month = month_of(now).strftime("%Y-%m")
+    assert f"Quota reached: 100 submissions in {month}, the plan's 100" in page.text
 
 
 async def test_notifications__an_organization_without_addresses_is_sent_nothing(
@@ -147,7 +162,11 @@ async def test_organization_api__notify_addresses_read_and_validated(
 ) -> None:
     tenant, _ = await setup_form(conn, plan="self_hosted", routes=0)
     async with api_client(services, tenant.key) as api:
-        assert (await api.get("/v1/organization")).json() == {"id": tenant.org, "notify": []}
+        assert (await api.get("/v1/organization")).json() == {
+            "id": tenant.org,
+            "notify": [],
+            "notify_destination": None,
+        }
         for bad in (
             {"notify": ["not an address"]},
             {"notify": [f"o{n}@example.com" for n in range(11)]},
@@ -160,7 +179,7 @@ async def test_organization_api__notify_addresses_read_and_validated(
             assert error_fields(body)
         assert (await api.get("/v1/organization")).json()["notify"] == []
         set_ = await api.patch("/v1/organization", json={"notify": [OWNER]})
-        assert set_.json() == {"id": tenant.org, "notify": [OWNER]}
+        assert set_.json() == {"id": tenant.org, "notify": [OWNER], "notify_destination": None}
         cleared = await api.patch("/v1/organization", json={"notify": []})
         assert cleared.json()["notify"] == []
 
@@ -212,6 +231,13 @@ async def test_notifications__ticks_racing_pause_once_and_email_once(
     assert notice["Subject"] == "Postbag paused the destination “Hook”"
     events = await rows(conn, "SELECT subject_id FROM events WHERE type = 'destination.paused'")
     assert events == [{"subject_id": dst}]
+    # On the Alerts page too, with where it went.
+    async with dashboard_client(mail) as client:
+        await sign_in(client, tenant.key, role="viewer")
+        page = await client.get("/app/alerts")
+    row = page.text.split('<table class="notices">')[1].split("</table>")[0]
+    assert f'Destination paused: <a href="/app/destinations#dest-{dst}">Hook</a>' in row
+    assert f'{OWNER} <span class="hint">email, sent</span>' in row
 
 
 async def test_notifications__a_self_pause_is_an_alert_and_its_email_says_the_owners_figures(
@@ -265,3 +291,94 @@ async def test_notifications__a_self_pause_is_an_alert_and_its_email_says_the_ow
     text = body.get_content()
     assert "10 attempts in 24 hours, none sent (it pauses after 1 failed in 24 hours)" in text
     assert "or more" not in text
+
+
+async def test_notifications__also_go_to_the_chosen_webhook_and_show_on_the_alerts_page(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow()
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    email = await make_destination(conn, tenant, type="email", config={"to": [OWNER]})
+    with receiver() as ops, receiver(status(410)) as gone:
+        chosen = await make_destination(conn, tenant, config={"url": f"{ops.url}/ops"})
+        async with dashboard_client(mail) as client:
+            csrf = await sign_in(client, tenant.key, role="admin")
+            page = await client.get("/app/alerts")
+            assert f'<option value="{chosen}">Hook (webhook)</option>' in page.text
+            assert f'value="{email}"' not in page.text  # an email destination is not offered
+            wrong = await client.post(
+                "/app/alerts/notices",
+                data={"csrf": csrf, "notify": "", "notify_destination": email},
+            )
+            assert wrong.status_code == 422 and "takes no notices" in wrong.text
+            saved = await client.post(
+                "/app/alerts/notices",
+                data={"csrf": csrf, "notify": OWNER, "notify_destination": chosen},
+            )
+            assert saved.status_code == 303
+            await _dead_to_new_destination(mail, conn, tenant, form, gone.url, now)
+            await _tick(mail, now)
+            page = await client.get("/app/alerts")
+        async with dashboard_client(mail) as viewer:
+            await sign_in(viewer, tenant.key, role="viewer")
+            read_only = await viewer.get("/app/alerts")
+    [notice] = _parsed(received)
+    assert notice["Subject"] == "Deliveries to “Hook” are failing"
+    [told] = ops.requests
+    assert told.headers["X-Postbag-Event"] == "postbag.notice"
+    body = json.loads(told.body)
+    assert (body["event"], body["kind"]) == ("postbag.notice", "delivery.dead")
+    assert body["subject"] == notice["Subject"] and "/app/alerts" in body["text"]
+    assert told.headers["X-Postbag-Signature"].startswith("sha256=")
+    # The Alerts page lists the notice and where it went.
+    row = page.text.split('<table class="notices">')[1].split("</table>")[0]
+    assert "Deliveries dead to" in row and OWNER in row and "destination, sent" in row
+    assert "email, sent" in row
+    assert "Only admins and owners change where notices go; your role is viewer." in (
+        read_only.text
+    )
+    assert await rows(conn, "SELECT action FROM audit_log ORDER BY seq") == [
+        {"action": "organization.updated"}
+    ]
+
+
+async def test_notifications__never_go_to_the_destination_they_are_about(
+    services: Services, conn: Conn, smtp_server: tuple[str, list[Envelope]]
+) -> None:
+    url, received = smtp_server
+    mail = with_settings(services, email_provider="smtp", mail_from=SENDER, smtp_url=url)
+    now = utcnow()
+    tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+    with receiver(status(410)) as gone:
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": gone.url})
+        async with api_client(mail, tenant.key) as api:
+            set_ = await api.patch(
+                "/v1/organization", json={"notify": [OWNER], "notify_destination": dst}
+            )
+            assert set_.json()["notify_destination"] == dst
+            kept = await api.patch("/v1/organization", json={"notify": [OWNER]})
+            assert kept.json()["notify_destination"] == dst  # left out: kept
+            unknown = await api.patch(
+                "/v1/organization", json={"notify_destination": "dst_" + "0" * 26}
+            )
+            assert error_fields(assert_problem(unknown, 422, "invalid_input")) == {
+                "notify_destination"
+            }
+        await make_delivery(
+            conn, tenant, form, dst, rte, target={"url": gone.url}, next_attempt_at=now
+        )
+        await Deliverer(mail, options=FAST).run_pass(now=now, budget=5)
+        await _tick(mail, now)
+        assert len(gone.requests) == 1  # the submission's delivery, never the notice
+    [notice] = _parsed(received)
+    assert notice["Subject"] == "Deliveries to “Hook” are failing"
+    sent = await rows(
+        conn, "SELECT destination_id FROM deliveries WHERE kind = 'notification' ORDER BY id"
+    )
+    assert sent == [{"destination_id": None}]
+    # Deleted, the destination is no longer where notices go.
+    async with api_client(mail, tenant.key) as api:
+        assert (await api.delete(f"/v1/destinations/{dst}")).status_code == 204
+        assert (await api.get("/v1/organization")).json()["notify_destination"] is None
