@@ -64,7 +64,9 @@ ALTER TABLE deliveries ADD CONSTRAINT deliveries_kind_references CHECK (
     OR (kind = 'digest' AND digest_id IS NOT NULL AND route_id IS NOT NULL
         AND destination_id IS NOT NULL)
     OR (kind = 'event' AND submission_id IS NULL AND route_id IS NULL)
-    OR (kind IN ('notification', 'account') AND submission_id IS NULL AND route_id IS NULL
+    OR (kind = 'notification' AND submission_id IS NULL AND route_id IS NULL
+        AND payload IS NOT NULL)
+    OR (kind = 'account' AND submission_id IS NULL AND route_id IS NULL
         AND destination_id IS NULL AND payload IS NOT NULL)
     OR (kind = 'lifecycle' AND submission_id IS NULL AND route_id IS NULL
         AND destination_id IS NOT NULL AND payload IS NOT NULL)

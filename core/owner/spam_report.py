@@ -5,7 +5,6 @@ the receipt shows it."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,12 +15,11 @@ from core.platform.db import Conn
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.spam.model import model_state, reset_model
+from core.spam.rules import count_links
 from core.spam.settings import SpamSettings, spam_settings
-from core.spam.text import texts, words
+from core.spam.text import phrase_of, texts
 
 REPORT_DAYS = 30
-# What the links rule counts as a link (core/spam/rules.py): `http://`, `https://`, `www.`.
-LINK = re.compile(r"(?i)(?:https?://|\bwww\.)")
 _FIXED = {
     "honeypot": "the hidden honeypot field was filled",
     "spam_rule:patterns": "a blocked pattern matched",
@@ -77,7 +75,7 @@ def _links_words(settings: SpamSettings, values: Mapping[str, Any] | None) -> st
     limit = settings.max_links
     if values is None:
         return "more links than allowed" if limit is None else f"more than {limit} links"
-    count = sum(len(LINK.findall(text)) for _, text in texts(values))
+    count = count_links(texts(values))
     noun = "link" if count == 1 else "links"
     if limit is None:
         return f"{count} {noun} (no limit is set now)"
@@ -88,9 +86,9 @@ def _links_words(settings: SpamSettings, values: Mapping[str, Any] | None) -> st
 
 def _words_words(settings: SpamSettings, values: Mapping[str, Any] | None) -> str:
     if values is not None:
-        phrase = " " + " ".join(w for _, text in texts(values) for w in words(text)) + " "
+        phrases = [piece.phrase for piece in texts(values)]
         for word in settings.blocked_words:
-            if f" {' '.join(words(word))} " in phrase:
+            if any(phrase_of(word) in phrase for phrase in phrases):
                 return f"the blocked word “{word}”"
     return "a blocked word"
 

@@ -85,7 +85,12 @@ async def test_spam_page__saves_settings_and_a_write_only_secret_then_removes_it
     [secrets] = await rows(conn, "SELECT spam_secrets FROM forms WHERE id = %(f)s", f=form)
     assert secrets["spam_secrets"] == {}
     audited = await rows(conn, "SELECT action FROM audit_log ORDER BY seq")
-    assert [r["action"] for r in audited] == ["form.created", "form.updated", "form.updated"]
+    assert [r["action"] for r in audited] == [
+        "form.created",
+        "member.signed_in",
+        "form.updated",
+        "form.updated",
+    ]
 
 
 async def test_spam_page__the_receipt_says_which_threshold_a_post_crossed(
@@ -142,7 +147,8 @@ async def test_spam_page__the_learned_filter_is_reset_once_confirmed(
     audited = await rows(conn, "SELECT action, subject FROM audit_log ORDER BY seq")
     assert [r["action"] for r in audited] == [
         "form.created",
+        "member.signed_in",
         "spam_filter.reset",
         "spam_filter.reset",
     ]
-    assert audited[1]["subject"] == tenant.org
+    assert audited[2]["subject"] == tenant.org
