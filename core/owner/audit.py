@@ -62,15 +62,14 @@ class AuditEntry:
     user_agent: str | None
 
 
-def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
-    """SHA-256 (hex) of the previous row's hash and the row's canonical content: its fields
-    in a fixed order as compact JSON, the time in UTC with microseconds."""
-    at: datetime = row["at"]
+def canonical_content(row: Mapping[str, Any]) -> str:
+    """What a row's hash covers besides the previous hash: its fields in a fixed order as
+    compact JSON, the time in UTC with microseconds (`canonical_time`)."""
     content = [
         row["id"],
         row["organization_id"],
         row["seq"],
-        at.astimezone(UTC).isoformat(timespec="microseconds"),
+        canonical_time(row["at"]),
         row["actor_kind"],
         row["actor_id"],
         row["actor_name"],
@@ -80,8 +79,17 @@ def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
         row["ip"],
         row["user_agent"],
     ]
-    canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical_time(at: datetime) -> str:
+    """A row's time as its hash covers it: UTC, microseconds, `+00:00`."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the previous row's hash and the row's canonical content."""
+    return hashlib.sha256((prev_hash + canonical_content(row)).encode()).hexdigest()
 
 
 @scoped
