@@ -21,11 +21,13 @@ from core.http.dashboard import (
     replays,
     schemas,
     signing_in,
+    sso,
     streams,
 )
 from core.http.dashboard.pages import (
     CsrfRejected,
     SignInRequired,
+    TwoFactorSetupRequired,
     error_page,
     see_other,
 )
@@ -35,6 +37,7 @@ from core.platform.errors import InvalidInput, PostbagError
 # Each page's router; a new page adds its router here.
 PAGE_ROUTERS: list[APIRouter] = [
     signing_in.router,
+    sso.router,
     account.router,
     inbox.router,
     receipts.router,
@@ -101,7 +104,11 @@ def install_dashboard(app: FastAPI) -> None:
             "There is nothing here. It may have been removed, or the link is wrong.",
         )
 
+    async def on_two_factor_setup_required(_request: Request, _exc: Exception) -> Response:
+        return see_other("/app/two-factor")
+
     app.add_exception_handler(SignInRequired, on_sign_in_required)
+    app.add_exception_handler(TwoFactorSetupRequired, on_two_factor_setup_required)
     app.add_exception_handler(CsrfRejected, on_csrf_rejected)
     app.add_exception_handler(PostbagError, on_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
