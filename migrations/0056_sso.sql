@@ -61,4 +61,6 @@ ALTER TABLE sso_attempts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY sso_attempts_organization_scope ON sso_attempts
     USING (organization_id = current_setting('postbag.organization_id', true));
 GRANT SELECT, INSERT, UPDATE, DELETE ON organization_sso, sso_domains TO postbag_app;
+-- Only the sign-in (as the owner) writes the attempts.
 REVOKE ALL ON sso_attempts FROM postbag_app;
+GRANT SELECT ON sso_attempts TO postbag_app;

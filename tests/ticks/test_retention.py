@@ -34,6 +34,8 @@ REPORTED = {
     "fingerprints": "spam_fingerprints_pruned",
     "heartbeats": "heartbeats_pruned",
     "invitations": "invitations_swept",
+    "audit_export": None,  # only with POSTBAG_AUDIT_EXPORT_URL (tests/http/v1/test_audit_export.py)
+    "audit_retention": "audit_rows_forgotten",
     "inference": "schemas_inferred",
     "health": "destinations_rolled_up",
     "autopause": "destinations_paused",
