@@ -224,19 +224,13 @@ async def set_policy(change: Change, policy: SsoPolicy) -> dict[str, Any]:
         return await get_policy(conn, change.scope)
 
 
-async def session_organization(
-    conn: Conn, member_id: str, organization_id: str, *, sso_organization: str | None = None
-) -> str:
-    """Where a member signing in opens their session: `organization_id` when its policy lets
-    this way of signing in through, else the first of theirs that does; none is
-    `403 sso_required`."""
+async def session_organization(conn: Conn, member_id: str, organization_id: str) -> str:
+    """Where a member signing in with a password or a link opens their session:
+    `organization_id` unless it requires single sign-on (but for its break-glass owners),
+    else the first of theirs that does not; none is `403 sso_required`."""
     cur = await conn.execute(
         queries["sso_session_organization"],
-        {
-            "member_id": member_id,
-            "organization_id": organization_id,
-            "sso_organization": sso_organization,
-        },
+        {"member_id": member_id, "organization_id": organization_id},
     )
     row = await cur.fetchone()
     if row is None:

@@ -53,7 +53,8 @@ RETURNING id
 
 -- name: switch_session_organization
 -- Move a session to another organization the member belongs to (and whose policy lets the
--- session's way of signing in through); nothing otherwise.
+-- session's way of signing in through); nothing otherwise. A session opened by single
+-- sign-on stays in the organization whose provider signed the person in.
 UPDATE dashboard_sessions s
    SET organization_id = %(organization_id)s
   FROM memberships ms, organizations o
@@ -62,6 +63,7 @@ UPDATE dashboard_sessions s
    AND o.id = ms.organization_id
    AND (NOT o.sso_required OR s.sso_organization_id = o.id
         OR (ms.role = 'owner' AND ms.break_glass))
+   AND (s.sso_organization_id IS NULL OR s.sso_organization_id = o.id)
 RETURNING s.id
 
 -- name: delete_dashboard_session

@@ -97,15 +97,14 @@ RETURNING organization_id, nonce, code_verifier, expires_at
 DELETE FROM sso_attempts WHERE expires_at < %(now)s
 
 -- name: sso_session_organization
--- Where a member's session may open: the organization asked for when its policy lets this
--- way of signing in through (`sso_organization` names the one whose provider signed them
--- in), else the first of theirs that does.
+-- Where a member signing in with a password or a link may open a session: the
+-- organization asked for unless it requires single sign-on (but for its break-glass
+-- owners), else the first of theirs that does not.
 SELECT o.id
   FROM memberships ms
   JOIN organizations o ON o.id = ms.organization_id
  WHERE ms.member_id = %(member_id)s
-   AND (NOT o.sso_required OR o.id = %(sso_organization)s::text
-        OR (ms.role = 'owner' AND ms.break_glass))
+   AND (NOT o.sso_required OR (ms.role = 'owner' AND ms.break_glass))
  ORDER BY o.id = %(organization_id)s DESC, ms.created_at, o.id
  LIMIT 1
 

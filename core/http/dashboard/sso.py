@@ -67,16 +67,11 @@ async def callback(request: Request, services: ServicesDep) -> Response:
         now=utcnow(),
     )
     async with services.db.connection() as conn:
-        organization_id = await sso.session_organization(
-            conn,
-            signed.member_id,
-            signed.organization_id,
-            sso_organization=signed.organization_id,
-        )
+        # The session stays in the organization whose provider signed the person in.
         session_id = await open_session(
             conn,
             member_id=signed.member_id,
-            organization_id=organization_id,
+            organization_id=signed.organization_id,
             user_agent=request.headers.get("user-agent", ""),
             now=utcnow(),
             sso_organization_id=signed.organization_id,

@@ -102,12 +102,24 @@ async def test_first_sign_in_joins_with_the_default_role_and_rotated_keys_are_fe
         ("member.signed_in", member["id"]),
     ]
 
+    # The member also belongs to another organization: this session stays in the one whose
+    # provider signed them in.
+    other = await make_tenant(conn, "Other")
+    await make_member(conn, other, role="owner", email="Ada@Acme.test")
+    async with dashboard_client(services) as dashboard:
+        assert (await sso_sign_in(dashboard, "ada@acme.test")).status_code == 303
+        token = csrf_of((await dashboard.get("/app")).text)
+        moved = await dashboard.post("/app/switch", data={"csrf": token, "organization": other.org})
+        assert moved.status_code == 404
+
     await oidc_provider.rotate()  # the provider signs with a key Postbag has not fetched
     async with dashboard_client(services) as dashboard:
         again = await sso_sign_in(dashboard, "ada@acme.test")
         assert again.status_code == 303, again.text
     assert _actions_tail(await _actions(conn, tenant), 1) == [("member.signed_in", member["id"])]
-    [count] = await rows(conn, "SELECT count(*) AS n FROM memberships")
+    [count] = await rows(
+        conn, "SELECT count(*) AS n FROM memberships WHERE organization_id = %(o)s", o=tenant.org
+    )
     assert count["n"] == 1
 
 
