@@ -137,14 +137,10 @@ class SsoPolicy(BaseModel):
 
 
 @scoped
-async def get_sso(conn: Conn, scope: OrgScope) -> dict[str, Any]:
-    """The organization's single sign-on (never its client secret); NotFound when none."""
-    row = await (
-        await conn.execute(queries["get_sso"], {"organization_id": scope.organization_id})
-    ).fetchone()
-    if row is None:
-        raise NotFound("single sign-on is not set up")
-    return row
+async def get_sso(conn: Conn, scope: OrgScope) -> dict[str, Any] | None:
+    """The organization's single sign-on (never its client secret); None when none."""
+    cur = await conn.execute(queries["get_sso"], {"organization_id": scope.organization_id})
+    return await cur.fetchone()
 
 
 async def configure_sso(
@@ -177,17 +173,16 @@ async def configure_sso(
             cur = await conn.execute(queries["insert_sso_domain"], {**org, "domain": domain})
             if await cur.fetchone() is None:
                 raise DomainTaken(f"{domain} signs in to another organization")
-        return await get_sso(conn, change.scope)
+        row = await get_sso(conn, change.scope)
+        assert row is not None
+        return row
 
 
 async def remove_sso(change: Change) -> None:
-    """Turn single sign-on off (`sso.removed`), and the policy requiring it."""
+    """Turn single sign-on off (`sso.removed`), and the policy requiring it; none set up
+    is no change, recorded all the same."""
     async with change as conn:
-        cur = await conn.execute(
-            queries["delete_sso"], {"organization_id": change.scope.organization_id}
-        )
-        if await cur.fetchone() is None:
-            raise NotFound("single sign-on is not set up")
+        await conn.execute(queries["delete_sso"], {"organization_id": change.scope.organization_id})
 
 
 @scoped

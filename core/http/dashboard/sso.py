@@ -5,8 +5,6 @@ provider and the sign-in policy with the same `core` calls as `/v1/organization/
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.datastructures import FormData
@@ -29,7 +27,7 @@ from core.owner import sso
 from core.owner.dashboard_sessions import open_session
 from core.owner.roles import ROLES
 from core.platform.clock import utcnow
-from core.platform.errors import NotFound, SsoRefused, invalid_input
+from core.platform.errors import SsoRefused, invalid_input
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # The state of a sign-in under way, bound to the browser that started it.
@@ -89,10 +87,7 @@ async def organization_page(
     request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     async with services.db.scoped(session.scope) as conn:
-        try:
-            settings: dict[str, Any] | None = await sso.get_sso(conn, session.scope)
-        except NotFound:
-            settings = None
+        settings = await sso.get_sso(conn, session.scope)
         policy = await sso.get_policy(conn, session.scope)
     return await page(
         request,

@@ -58,23 +58,25 @@ async def update_organization(change: ChangeDep, body: NotifySettings) -> Organi
 class Sso(BaseModel):
     """The organization's single sign-on as answered: never the client secret."""
 
-    issuer: str
-    client_id: str
-    has_client_secret: bool
-    allowed_domains: list[str]
-    default_role: Role
-    scopes: str
-    updated_at: datetime
+    configured: bool = Field(description="false: none set up (the other fields are empty)")
+    issuer: str | None = None
+    client_id: str | None = None
+    has_client_secret: bool = False
+    allowed_domains: list[str] = Field(default_factory=list)
+    default_role: Role | None = None
+    scopes: str | None = None
+    updated_at: datetime | None = None
     redirect_uri: str = Field(description="register this address with the provider")
 
 
-def _sso(row: dict[str, Any], services: Services) -> Sso:
-    return Sso(**row, redirect_uri=redirect_uri(services))
+def _sso(row: dict[str, Any] | None, services: Services) -> Sso:
+    return Sso(**(row or {}), configured=row is not None, redirect_uri=redirect_uri(services))
 
 
-@router.get("/organization/sso", dependencies=[needs("manage_members")], responses=problems(404))
+@router.get("/organization/sso", dependencies=[needs("manage_members")])
 async def get_sso(scope: ScopeDep, services: ServicesDep) -> Sso:
-    """The organization's single sign-on (the owner role); `404` when none is set up."""
+    """The organization's single sign-on (the owner role); `configured: false` when none is
+    set up."""
     async with services.db.scoped(scope) as conn:
         return _sso(await sso.get_sso(conn, scope), services)
 
@@ -99,10 +101,9 @@ async def put_sso(change: ChangeDep, services: ServicesDep, now: NowDep, body: S
     "/organization/sso",
     dependencies=[needs("manage_members", "sso.removed")],
     status_code=204,
-    responses=problems(404),
 )
 async def delete_sso(change: ChangeDep) -> Response:
-    """Turn single sign-on off, and `sso_required` with it."""
+    """Turn single sign-on off, and `sso_required` with it (none set up: `204` too)."""
     await sso.remove_sso(change)
     return Response(status_code=204)
 
