@@ -22,12 +22,13 @@ from core.http.dashboard.pages import (
 )
 from core.http.dashboard.shared import page
 from core.http.dashboard.signing_in import _public_form, _text
-from core.http.deps import ServicesDep
+from core.http.deps import ServicesDep, throttled_client
 from core.owner import sso
 from core.owner.dashboard_sessions import open_session
 from core.owner.roles import ROLES
+from core.owner.throttle import count_sign_in
 from core.platform.clock import utcnow
-from core.platform.errors import SsoRefused, invalid_input
+from core.platform.errors import SsoRefused, TooManyAttempts, invalid_input
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # The state of a sign-in under way, bound to the browser that started it.
@@ -36,8 +37,14 @@ SSO_COOKIE = "pb_sso"
 
 @router.post("/sso", dependencies=[open_to_all()])
 async def start(request: Request, services: ServicesDep) -> Response:
-    """The sign-in page's "Sign in with SSO": off to the provider of the email's domain."""
+    """The sign-in page's "Sign in with SSO": off to the provider of the email's domain.
+    Each start counts as a sign-in attempt of the client (never given back: a completed
+    sign-in is the provider's to throttle)."""
     form = await _public_form(request)
+    async with services.db.connection() as conn:
+        turn = await count_sign_in(conn, throttled_client(request, services), now=utcnow())
+    if not turn.within:
+        raise TooManyAttempts("too many sign-in attempts from your address", turn.retry_after)
     started = await sso.start_sign_in(
         services,
         _text(form, "email"),

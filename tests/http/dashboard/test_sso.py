@@ -372,3 +372,54 @@ async def test_sso_settings_are_the_owners_the_secret_write_only_domains_one_org
         assert (await client.delete("/v1/organization/sso")).status_code == 204
     assert [a for a, _ in await _actions(conn, tenant)].count("sso.updated") == 2
     assert ("sso.removed", tenant.org) in await _actions(conn, tenant)
+
+
+async def test_the_organization_page_sets_sso_and_the_policy_for_owners_only(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    async with dashboard_client(services) as viewer:
+        await sign_in(viewer, tenant.key, role="viewer")
+        assert (await viewer.get("/app/organization")).status_code == 403
+    async with dashboard_client(services) as owner:
+        token = await sign_in(owner, tenant.key, role="owner")
+        shown = await owner.get("/app/organization")
+        assert shown.status_code == 200
+        assert "http://127.0.0.1:8080/app/sso/callback" in shown.text
+        saved = await owner.post(
+            "/app/organization/sso",
+            data={
+                "csrf": token,
+                "issuer": "http://127.0.0.1:9",
+                "client_id": "postbag",
+                "client_secret": "page-secret-1",
+                "allowed_domains": "acme.test, acme.example",
+                "default_role": "operator",
+                "scopes": "",
+            },
+        )
+        assert saved.status_code == 303, saved.text
+        again = await owner.get("/app/organization")
+        assert "acme.example acme.test" in again.text and "page-secret-1" not in again.text
+        bad = await owner.post(
+            "/app/organization/policy", data={"csrf": token, "session_idle_minutes": "1"}
+        )
+        assert bad.status_code == 422
+        policy = await owner.post(
+            "/app/organization/policy",
+            data={"csrf": token, "two_factor_required": "on", "session_idle_minutes": "30"},
+        )
+        assert policy.status_code == 303, policy.text
+        # The owner signed in without TOTP: now sent to set it up first.
+        assert (await owner.get("/app/organization")).headers["location"] == "/app/two-factor"
+    [row] = await rows(
+        conn,
+        "SELECT s.default_role, s.client_secret, o.two_factor_required, o.session_idle_minutes"
+        " FROM organization_sso s JOIN organizations o ON o.id = s.organization_id",
+    )
+    assert row == {
+        "default_role": "operator",
+        "client_secret": "page-secret-1",
+        "two_factor_required": True,
+        "session_idle_minutes": 30,
+    }
