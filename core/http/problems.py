@@ -18,6 +18,7 @@ from core.platform.errors import (
     DeliveryNotRetryable,
     DestinationPaused,
     DestinationRemoved,
+    DomainTaken,
     EmailNotSent,
     Forbidden,
     FormClosed,
@@ -39,6 +40,8 @@ from core.platform.errors import (
     PostbagError,
     RetryLater,
     RouteExists,
+    SsoRefused,
+    SsoRequired,
     StorageError,
     StorageLimitReached,
     StreamClosed,
@@ -94,6 +97,9 @@ _STATUS_AND_CODE: dict[type[PostbagError], tuple[int, str]] = {
     AlreadyReleased: (409, "already_released"),
     LastOwner: (409, "last_owner"),
     AlreadyMember: (409, "already_member"),
+    DomainTaken: (409, "domain_taken"),
+    SsoRequired: (403, "sso_required"),
+    SsoRefused: (403, "sso_refused"),
     EmailNotSent: (503, "email_not_sent"),
 }
 

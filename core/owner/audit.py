@@ -71,16 +71,15 @@ class AuditEntry:
     changed: tuple[str, ...] | None = None
 
 
-def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
-    """SHA-256 (hex) of the previous row's hash and the row's canonical content: its fields
-    in a fixed order as compact JSON, the time in UTC with microseconds (and `changed`, last,
-    when set)."""
-    at: datetime = row["at"]
+def canonical_content(row: Mapping[str, Any]) -> str:
+    """What a row's hash covers besides the previous hash: its fields in a fixed order as
+    compact JSON, the time in UTC with microseconds (`canonical_time`), and `changed`, last,
+    when set."""
     content = [
         row["id"],
         row["organization_id"],
         row["seq"],
-        at.astimezone(UTC).isoformat(timespec="microseconds"),
+        canonical_time(row["at"]),
         row["actor_kind"],
         row["actor_id"],
         row["actor_name"],
@@ -93,8 +92,17 @@ def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     if row.get("changed") is not None:
         # Only when set: a row without it (every row before 0040) hashes as it did.
         content.append(list(row["changed"]))
-    canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical_time(at: datetime) -> str:
+    """A row's time as its hash covers it: UTC, microseconds, `+00:00`."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def chain_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the previous row's hash and the row's canonical content."""
+    return hashlib.sha256((prev_hash + canonical_content(row)).encode()).hexdigest()
 
 
 @scoped

@@ -1,10 +1,11 @@
 """Dashboard sessions: a member signed in to one of their organizations, held server-side,
-12 hours idle at most.
+12 hours idle at most (less, and an absolute limit, under the organization's policy).
 
 The cookie carries only a random id; the database keeps its SHA-256, so a leaked table
 cannot be replayed as cookies. A session lives only while its member belongs to its
 organization: removing the member ends it at their next request, and a role changed is
-the role of that request.
+the role of that request. An organization requiring single sign-on refuses a session its
+provider did not open (but a break-glass owner's).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from core.platform.scope import OrgScope
 from core.platform.vocabulary import Role
 
 IDLE_LIMIT = timedelta(hours=12)
+# How often a session opened by single sign-on asks its provider again (core/owner/sso.py).
+SSO_RECHECK = timedelta(minutes=5)
 USER_AGENT_CHARS = 300
 
 
@@ -41,6 +44,11 @@ class DashboardSession:
     email: str
     role: Role
     organizations: list[dict[str, str]]
+    # The organization requires two-factor sign-in and the member has none yet: every page
+    # but setting it up sends them there (docs/sso.md#policies).
+    two_factor_missing: bool = False
+    # Opened by single sign-on, and its provider is due to be asked again.
+    sso_due: bool = False
 
     @property
     def actor(self) -> Actor:
@@ -50,9 +58,18 @@ class DashboardSession:
 
 
 async def open_session(
-    conn: Conn, *, member_id: str, organization_id: str, user_agent: str, now: datetime
+    conn: Conn,
+    *,
+    member_id: str,
+    organization_id: str,
+    user_agent: str,
+    now: datetime,
+    sso_organization_id: str | None = None,
+    sso_refresh_token: str | None = None,
 ) -> str:
-    """A new session for a member in one of their organizations; its id, for the cookie."""
+    """A new session for a member in one of their organizations; its id, for the cookie.
+    A single sign-on names the organization whose provider signed them in and keeps the
+    provider's refresh token (core/owner/sso.py)."""
     session_id = new_token()
     await conn.execute(
         queries["insert_dashboard_session"],
@@ -64,6 +81,8 @@ async def open_session(
             "csrf_token": secrets.token_urlsafe(32),
             "user_agent": user_agent[:USER_AGENT_CHARS],
             "now": now,
+            "sso_organization_id": sso_organization_id,
+            "sso_refresh_token": sso_refresh_token,
         },
     )
     return session_id
@@ -82,6 +101,7 @@ async def load_session(
             "id_hash": token_hash(session_id),
             "now": now,
             "idle_seconds": IDLE_LIMIT.total_seconds(),
+            "sso_due": now - SSO_RECHECK,
         },
     )
     row = await cur.fetchone()
@@ -96,6 +116,8 @@ async def load_session(
         email=row["address"],
         role=row["role"],
         organizations=row["organizations"],
+        two_factor_missing=row["two_factor_missing"],
+        sso_due=row["sso_due"],
     )
 
 

@@ -14,6 +14,7 @@ GIB = 1024 * MIB
 # Spam and quarantined submissions are kept this long on every plan (a form's shorter
 # retention wins), like the spam folders of Basin and Formspree.
 SPAM_RETENTION_DAYS = 30
+AUDIT_RETENTION_DAYS = 365
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,9 @@ class Plan:
     # spam, quarantined and over-quota submissions (docs/submit.md#floods).
     monthly_review_bytes: int | None
     spam_retention_days: int = SPAM_RETENTION_DAYS
+    # Days the audit trail keeps its rows before the retention tick forgets the oldest
+    # (docs/teams.md#retention); at least a year on every plan.
+    audit_retention_days: int = AUDIT_RETENTION_DAYS
 
     def retention_for(self, status: str, form_days: int | None) -> int | None:
         """Days a submission of `status` keeps its values: the form's retention or the
@@ -83,6 +87,7 @@ PLANS: dict[str, Plan] = {
         max_streams=200,
         monthly_events=1_000_000,
         monthly_review_bytes=10 * GIB,
+        audit_retention_days=730,
     ),
     # The operator owns the machine; only the schema versions an `observe` form can be made
     # to infer stay bounded.
@@ -98,6 +103,7 @@ PLANS: dict[str, Plan] = {
         max_streams=None,
         monthly_events=None,
         monthly_review_bytes=None,
+        audit_retention_days=730,
     ),
 }
 

@@ -186,6 +186,18 @@ class AlreadyMember(PostbagError):
     """The address invited already belongs to a member of the organization."""
 
 
+class DomainTaken(PostbagError):
+    """An email domain single sign-on is set for belongs to another organization's SSO."""
+
+
+class SsoRequired(PostbagError):
+    """The organization lets its members in through single sign-on only."""
+
+
+class SsoRefused(PostbagError):
+    """A single sign-on did not complete: the provider, its token or the address refused."""
+
+
 class EmailNotSent(PostbagError):
     """The installation's email provider did not take the message; nothing was stored."""
 

@@ -101,6 +101,9 @@ class Settings:
     # argon2id's cost for members' passwords: `standard` (RFC 9106's low-memory profile,
     # 64 MiB), or `test_only` (a few KiB, for the test suite; production refuses it).
     password_hash_cost: PasswordHashCost = "standard"
+    # Where the retention tick writes each organization's audit trail, one object a day
+    # (`s3://bucket/prefix`); unset: no scheduled export (core/owner/audit_export.py).
+    audit_export_url: str | None = None
 
     def require_database_url(self) -> str:
         """The database URL, or a ConfigError naming the variable."""
@@ -185,6 +188,16 @@ def _storage_url(value: object) -> str:
     return url
 
 
+def _s3_url(value: object) -> str | None:
+    url = _text(value).strip()
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ValueError("must be an s3://bucket/prefix URL")
+    return url
+
+
 def _one_of(*allowed: str) -> Callable[[object], str]:
     def parse(value: object) -> str:
         if value not in allowed:
@@ -251,6 +264,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "secret_key": _secret_key,
     "public_url": _http_url,
     "storage_url": _storage_url,
+    "audit_export_url": _s3_url,
     "email_provider": _one_of("ses", "resend", "smtp", "log", "dev"),
     "mail_from": _optional_text,
     "resend_api_key": _secret,

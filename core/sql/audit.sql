@@ -68,3 +68,51 @@ SELECT id, organization_id, seq, at, actor_kind, actor_id, actor_name, action, s
  WHERE organization_id = %(organization_id)s AND seq > %(after)s
  ORDER BY seq
  LIMIT %(limit)s
+
+-- name: audit_export_page
+-- One page of the organization's rows in chain order, after a seq, within [since, until)
+-- (`GET /v1/audit/export`).
+SELECT id, organization_id, seq, at, actor_kind, actor_id, actor_name, action, subject, via,
+       ip, user_agent, prev_hash, hash
+  FROM audit_log
+ WHERE organization_id = %(organization_id)s AND seq > %(after)s
+   AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+   AND (%(until)s::timestamptz IS NULL OR at < %(until)s)
+ ORDER BY seq
+ LIMIT %(limit)s
+
+-- name: audit_exports_due
+-- Organizations whose chain has rows after their last exported one from a day already over
+-- (the scheduled export), with how far it went.
+SELECT h.organization_id, e.last_seq, e.last_hash
+  FROM audit_heads h
+  LEFT JOIN audit_exports e ON e.organization_id = h.organization_id
+ WHERE h.seq > coalesce(e.last_seq, 0)
+   AND (SELECT l.at FROM audit_log l
+         WHERE l.organization_id = h.organization_id AND l.seq > coalesce(e.last_seq, 0)
+         ORDER BY l.seq LIMIT 1) < %(today)s
+ ORDER BY h.organization_id
+ LIMIT %(limit)s
+
+-- name: record_audit_export
+-- How far an organization's chain is now exported (only ever forward).
+INSERT INTO audit_exports (organization_id, day, last_seq, last_hash, last_at, exported_at)
+VALUES (%(organization_id)s, %(day)s, %(last_seq)s, %(last_hash)s, %(last_at)s, %(now)s)
+ON CONFLICT (organization_id) DO UPDATE
+   SET day = EXCLUDED.day, last_seq = EXCLUDED.last_seq, last_hash = EXCLUDED.last_hash,
+       last_at = EXCLUDED.last_at, exported_at = EXCLUDED.exported_at
+ WHERE audit_exports.last_seq < EXCLUDED.last_seq
+
+-- name: audit_retention_due
+-- Organizations whose oldest audit row is older than `oldest` (the shortest retention of
+-- any plan), with their plan and how far their chain is exported.
+SELECT o.id, o.plan, e.last_at AS exported_through
+  FROM organizations o
+  LEFT JOIN audit_exports e ON e.organization_id = o.id
+ WHERE (SELECT l.at FROM audit_log l WHERE l.organization_id = o.id
+         ORDER BY l.seq LIMIT 1) < %(oldest)s
+ ORDER BY o.id
+
+-- name: audit_forget_before
+-- Retention: forget the organization's rows older than `before`, leaving the anchor.
+SELECT audit_forget_before(%(organization_id)s, %(before)s) AS forgotten

@@ -1,23 +1,36 @@
 -- name: insert_dashboard_session
--- Open a dashboard session for a member in one of their organizations.
+-- Open a dashboard session for a member in one of their organizations (by single sign-on:
+-- the organization whose provider signed them in, and its refresh token).
 INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_token, user_agent,
-                                created_at, last_seen_at)
+                                created_at, last_seen_at, sso_organization_id,
+                                sso_refresh_token, sso_checked_at)
 VALUES (%(id)s, %(id_hash)s, %(organization_id)s, %(member_id)s, %(csrf_token)s, %(user_agent)s,
-        %(now)s, %(now)s)
+        %(now)s, %(now)s, %(sso_organization_id)s, %(sso_refresh_token)s,
+        CASE WHEN %(sso_organization_id)s::text IS NULL THEN NULL ELSE %(now)s END)
 
 -- name: touch_dashboard_session
--- The live session with this id (its member still in its organization, not idle too long),
--- marked seen now, with the member's role there and every organization they belong to.
+-- The live session with this id (its member still in its organization, not idle or older
+-- than the organization's policy allows, signed in the way it requires), marked seen now,
+-- with the member's role there, every organization they belong to, and whether the policy
+-- sends them to set up two-factor sign-in first.
 UPDATE dashboard_sessions s
    SET last_seen_at = %(now)s
   FROM memberships ms, members m, organizations o
  WHERE s.id_hash = %(id_hash)s
-   AND s.last_seen_at > %(now)s - make_interval(secs => %(idle_seconds)s)
+   AND s.last_seen_at > %(now)s - make_interval(
+           secs => coalesce(o.session_idle_minutes * 60, %(idle_seconds)s))
+   AND (o.session_absolute_hours IS NULL
+        OR s.created_at > %(now)s - make_interval(hours => o.session_absolute_hours))
    AND ms.organization_id = s.organization_id AND ms.member_id = s.member_id
+   AND (NOT o.sso_required OR s.sso_organization_id = o.id
+        OR (ms.role = 'owner' AND ms.break_glass))
    AND m.id = s.member_id
    AND o.id = s.organization_id
 RETURNING s.id, s.organization_id, s.csrf_token, s.member_id, m.email AS address, ms.role,
           o.name AS organization_name,
+          (o.two_factor_required AND m.totp_secret IS NULL
+           AND s.sso_organization_id IS DISTINCT FROM o.id) AS two_factor_missing,
+          (s.sso_refresh_token IS NOT NULL AND s.sso_checked_at <= %(sso_due)s) AS sso_due,
           (SELECT coalesce(json_agg(json_build_object('id', mo.id, 'name', mo.name)
                                     ORDER BY mm.created_at, mo.id), '[]')
              FROM memberships mm JOIN organizations mo ON mo.id = mm.organization_id
@@ -39,12 +52,18 @@ DELETE FROM dashboard_sessions
 RETURNING id
 
 -- name: switch_session_organization
--- Move a session to another organization the member belongs to; nothing otherwise.
+-- Move a session to another organization the member belongs to (and whose policy lets the
+-- session's way of signing in through); nothing otherwise. A session opened by single
+-- sign-on stays in the organization whose provider signed the person in.
 UPDATE dashboard_sessions s
    SET organization_id = %(organization_id)s
-  FROM memberships ms
+  FROM memberships ms, organizations o
  WHERE s.id_hash = %(id_hash)s
    AND ms.member_id = s.member_id AND ms.organization_id = %(organization_id)s
+   AND o.id = ms.organization_id
+   AND (NOT o.sso_required OR s.sso_organization_id = o.id
+        OR (ms.role = 'owner' AND ms.break_glass))
+   AND (s.sso_organization_id IS NULL OR s.sso_organization_id = o.id)
 RETURNING s.id
 
 -- name: delete_dashboard_session

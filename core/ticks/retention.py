@@ -19,6 +19,7 @@ from core.platform.services import Services
 from core.platform.storage import Storage
 from core.ticks.maintenance import MINUTE, MaintenancePass, PassContext, RetentionOptions
 from core.ticks.passes import (
+    audit,
     autopause,
     counts,
     drift,
@@ -51,6 +52,9 @@ PASSES: tuple[MaintenancePass, ...] = (
     MaintenancePass("ham", MINUTE, ham.run),
     MaintenancePass("heartbeats", MINUTE, heartbeats.run),
     MaintenancePass("invitations", MINUTE, invitations.run),
+    # Before retention: while an export is configured, only exported rows are forgotten.
+    MaintenancePass("audit_export", MINUTE, audit.export),
+    MaintenancePass("audit_retention", MINUTE, audit.retention),
     MaintenancePass("inference", MINUTE, inference.run, housekeeping=True),
     MaintenancePass("health", MINUTE, health.run, housekeeping=True),
     # Before `notices`: a pause writes its notice, sent by this same tick.

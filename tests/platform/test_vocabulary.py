@@ -81,6 +81,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("audit_log", "via", AuditVia),
     ("memberships", "role", Role),
     ("invitations", "role", Role),
+    ("organization_sso", "default_role", Role),
     ("invitations", "sender_kind", ActorKind),
     ("member_links", "kind", MemberLinkKind),
 ]

@@ -85,6 +85,13 @@ INSERT INTO audit_log (id, organization_id, seq, at, actor_kind, actor_id, actor
             'api', repeat('0', 64), repeat('a', 64));
 INSERT INTO audit_anchors (organization_id, seq, hash, forgotten_at)
     VALUES (%(org)s, 1, repeat('a', 64), now());
+INSERT INTO audit_exports (organization_id, day, last_seq, last_hash, last_at, exported_at)
+    VALUES (%(org)s, current_date, 1, repeat('a', 64), now(), now());
+INSERT INTO organization_sso (organization_id, issuer, client_id)
+    VALUES (%(org)s, 'https://idp.example', 'postbag');
+INSERT INTO sso_domains (domain, organization_id) VALUES (%(org)s || '.example', %(org)s);
+INSERT INTO sso_attempts (state_hash, organization_id, nonce, code_verifier, expires_at)
+    VALUES (%(session)s, %(org)s, 'n', 'v', now());
 """
 
 

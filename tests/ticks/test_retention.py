@@ -35,6 +35,8 @@ REPORTED = {
     "ham": "implicit_ham_taught",
     "heartbeats": "heartbeats_pruned",
     "invitations": "invitations_swept",
+    "audit_export": None,  # only with POSTBAG_AUDIT_EXPORT_URL (tests/http/v1/test_audit_export.py)
+    "audit_retention": "audit_rows_forgotten",
     "inference": "schemas_inferred",
     "health": "destinations_rolled_up",
     "autopause": "destinations_paused",

@@ -24,11 +24,13 @@ from core.http.dashboard import (
     schemas,
     signing_in,
     spam,
+    sso,
     streams,
 )
 from core.http.dashboard.pages import (
     CsrfRejected,
     SignInRequired,
+    TwoFactorSetupRequired,
     error_page,
     see_other,
 )
@@ -39,6 +41,7 @@ from core.platform.settings import Settings
 # Each page's router; a new page adds its router here.
 PAGE_ROUTERS: list[APIRouter] = [
     signing_in.router,
+    sso.router,
     account.router,
     inbox.router,
     receipts.router,
@@ -110,7 +113,11 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
             "There is nothing here. It may have been removed, or the link is wrong.",
         )
 
+    async def on_two_factor_setup_required(_request: Request, _exc: Exception) -> Response:
+        return see_other("/app/two-factor")
+
     app.add_exception_handler(SignInRequired, on_sign_in_required)
+    app.add_exception_handler(TwoFactorSetupRequired, on_two_factor_setup_required)
     app.add_exception_handler(CsrfRejected, on_csrf_rejected)
     app.add_exception_handler(PostbagError, on_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

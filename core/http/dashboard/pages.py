@@ -17,6 +17,7 @@ from core.http.access import Access, Rule, declare, origin_of
 from core.http.deps import ServicesDep
 from core.owner.dashboard_sessions import DashboardSession, load_session
 from core.owner.roles import Permission, may
+from core.owner.sso import recheck_session
 from core.platform.clock import utcnow
 from core.platform.services import Services
 
@@ -35,6 +36,7 @@ NAV: list[tuple[str, str, Permission]] = [
     ("/app/audit", "Audit", "read_audit"),
     ("/app/keys", "Keys", "configure"),
     ("/app/members", "Members", "manage_members"),
+    ("/app/organization", "Organization", "manage_members"),
 ]
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -42,6 +44,17 @@ templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
 class SignInRequired(Exception):
     """The visitor has no live session; they are sent to the sign-in page."""
+
+
+class TwoFactorSetupRequired(Exception):
+    """The organization requires two-factor sign-in and the member has none: every page
+    but its setup sends them there (docs/sso.md#policies)."""
+
+
+# What a member sent to set up two-factor sign-in may still reach.
+TWO_FACTOR_SETUP = frozenset(
+    {"/app/two-factor", "/app/two-factor/start", "/app/two-factor/confirm", "/app/sign-out"}
+)
 
 
 class CsrfRejected(Exception):
@@ -60,11 +73,17 @@ def set_cookie(response: Response, services: Services, name: str, value: str) ->
 
 
 async def current_session(request: Request, services: ServicesDep) -> DashboardSession:
-    """The signed-in session, or SignInRequired."""
+    """The signed-in session, or SignInRequired (also when the single sign-on provider,
+    asked again, says no); TwoFactorSetupRequired while the policy's setup is missing."""
+    now = utcnow()
     async with services.db.connection() as conn:
-        session = await load_session(conn, request.cookies.get(SESSION_COOKIE), now=utcnow())
+        session = await load_session(conn, request.cookies.get(SESSION_COOKIE), now=now)
     if session is None:
         raise SignInRequired
+    if session.sso_due and not await recheck_session(services, session.id, now=now):
+        raise SignInRequired
+    if session.two_factor_missing and request.url.path not in TWO_FACTOR_SETUP:
+        raise TwoFactorSetupRequired
     request.state.session = session
     return session
 

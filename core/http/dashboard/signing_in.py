@@ -30,6 +30,7 @@ from core.http.deps import ServicesDep, throttled_client
 from core.outbox.wakeup import wake_deliveries
 from core.owner import members
 from core.owner.dashboard_sessions import close_session, open_session
+from core.owner.sso import session_organization
 from core.owner.throttle import Turn, count_attempt, count_sign_in, forgive, throttle_account
 from core.platform.clock import utcnow
 from core.platform.db import Conn
@@ -97,9 +98,11 @@ async def _audit_sign_in(
 async def _signed_in(
     request: Request, services: Services, member_id: str, organization_id: str
 ) -> Response:
-    """A new session for the member, its cookie, and the inbox; the sign-in recorded with
-    the session."""
+    """A new session for the member, its cookie, and the inbox, the sign-in recorded with
+    the session; in the organization asked for unless its policy requires single sign-on
+    (then another of theirs, or `403 sso_required`)."""
     async with services.db.transaction() as conn:
+        organization_id = await session_organization(conn, member_id, organization_id)
         session_id = await open_session(
             conn,
             member_id=member_id,

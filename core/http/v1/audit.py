@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from core.http.access import AuditedRoute
@@ -13,6 +14,7 @@ from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import Page, problems
 from core.owner import audit
+from core.owner.audit_export import ExportFormat, export_lines
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 from core.platform.vocabulary import AuditActorKind, AuditVia
@@ -96,4 +98,37 @@ async def list_audit(
     return Page[AuditRow](
         data=[audit_row(row) for row in rows],
         next_cursor=encode_cursor([rows[-1]["seq"]]) if more else None,
+    )
+
+
+_MEDIA_TYPES = {"ndjson": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
+
+
+@router.get(
+    "/audit/export",
+    dependencies=[needs("read_audit")],
+    response_class=StreamingResponse,
+    responses=problems(422),
+)
+async def export_audit(
+    scope: ScopeDep,
+    services: ServicesDep,
+    since: Annotated[datetime | None, Query(description="rows at or after this time")] = None,
+    until: Annotated[datetime | None, Query(description="rows before this time")] = None,
+    format: Annotated[ExportFormat, Query(description="`ndjson` (default) or `csv`")] = "ndjson",
+) -> StreamingResponse:
+    """The audit trail in chain order, oldest first, each row with `prev_hash` and `hash`
+    (the CSV also with the exact `content` the hash covers), so that an outside system can
+    recompute the chain (the admin role and above)."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(f"{name} needs a time zone", [{"field": name, "message": "e.g. Z"}])
+    if since is not None and until is not None and until <= since:
+        raise InvalidInput(
+            "until is not after since", [{"field": "until", "message": "after since"}]
+        )
+    return StreamingResponse(
+        export_lines(services.db, scope, since=since, until=until, fmt=format),
+        media_type=_MEDIA_TYPES[format],
+        headers={"Content-Disposition": f'attachment; filename="audit.{format}"'},
     )

@@ -82,6 +82,12 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
     ("PATCH", "/v1/organization"): {"notify": ["intruder@example.com"]},
     ("POST", "/v1/hooks"): {"target_url": "https://example.com/hook", "event": "delivery.dead"},
+    ("PUT", "/v1/organization/sso"): {
+        "issuer": "http://127.0.0.1:9",
+        "client_id": "c",
+        "allowed_domains": ["scoping.example"],
+    },
+    ("PUT", "/v1/organization/policy"): {"two_factor_required": False},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -201,6 +207,10 @@ async def _world(
     invited = await create(
         client, who, "/v1/members", {"email": f"{new_id('inv')}@example.com", "role": "viewer"}
     )
+    sso = {"issuer": "http://127.0.0.1:9", "client_id": "c", "allowed_domains": []}
+    sso["allowed_domains"] = [new_id("org").replace("_", "-") + ".example"]
+    configured = await client.put("/v1/organization/sso", json=sso, headers=who.headers)
+    assert configured.status_code == 200, configured.text
     return {
         "invitation_id": invited["id"],
         "hook_id": hook["id"],
