@@ -65,7 +65,7 @@ MemberLinkKind = Literal["password_reset", "sign_in"]
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
 DeliveryKind = Literal[
-    "submission", "acknowledgement", "digest", "event", "notification", "account"
+    "submission", "acknowledgement", "digest", "event", "notification", "account", "autoresponse"
 ]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
@@ -75,7 +75,11 @@ DeliverySkipReason = Literal[
     "destination_removed",
     "email_log_only",
     "submission_spam",
+    "autoresponse_limited",
+    "suppressed",
 ]
+# email_suppressions.reason: why no autoresponse goes to a mailbox (docs/autoresponse.md).
+SuppressionReason = Literal["unsubscribed", "bounced", "complained"]
 # delivery_attempts.outcome: `fenced` when the claim had passed to another worker.
 AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]
 

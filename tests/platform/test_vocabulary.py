@@ -37,6 +37,7 @@ from core.platform.vocabulary import (
     SubmissionFlag,
     SubmissionReason,
     SubmissionStatus,
+    SuppressionReason,
     TickName,
     TrainingLabel,
 )
@@ -77,6 +78,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("invitations", "role", Role),
     ("invitations", "sender_kind", ActorKind),
     ("member_links", "kind", MemberLinkKind),
+    ("email_suppressions", "reason", SuppressionReason),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.
