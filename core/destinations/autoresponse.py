@@ -114,9 +114,7 @@ def render(
     text = render_with(body, _lookup(payload, template, str), str, TEXT_CHARS)
     page = None
     if settings.get("html"):
-        inner = render_with(
-            body, _lookup(payload, template, _html_text), _html_text, HTML_CHARS
-        )
+        inner = render_with(body, _lookup(payload, template, _html_text), _html_text, HTML_CHARS)
         page = f'<!doctype html>\n<html><body><div style="white-space:normal">{inner}</div></body></html>'
     token = unsubscribe_token(key, str(template["unsubscribe"]))
     link = f"{public_url.rstrip('/')}{UNSUBSCRIBE_PATH}{token}"

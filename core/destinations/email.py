@@ -175,7 +175,9 @@ async def _send_autoresponse(
         headers=reply.headers,
         from_name=reply.from_name,
     )
-    return await send_email(settings, ctx.http, mail, message_key=ctx.delivery_id, timeout=ctx.timeout)
+    return await send_email(
+        settings, ctx.http, mail, message_key=ctx.delivery_id, timeout=ctx.timeout
+    )
 
 
 @dataclass(frozen=True, slots=True)

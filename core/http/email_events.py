@@ -70,7 +70,7 @@ async def unsubscribe_page(request: Request) -> Response:
         return _page("Link not valid", "<p>This unsubscribe link is not valid.</p>", 404)
     return _page(
         "Unsubscribe",
-        '<p>Stop automatic replies from forms on this service to your address?</p>'
+        "<p>Stop automatic replies from forms on this service to your address?</p>"
         '<form method="post"><button type="submit">Unsubscribe</button></form>',
     )
 

@@ -124,7 +124,11 @@ def autoresponse(
         name: settings.get(name)
         for name in ("subject", "text", "html", "reply_to", "from_name", "fields")
     }
-    return {"id": new_id("dlv"), "target": {"to": [address]}, "template": {"autoresponse": snapshot}}
+    return {
+        "id": new_id("dlv"),
+        "target": {"to": [address]},
+        "template": {"autoresponse": snapshot},
+    }
 
 
 def submission_events(form: Form, decision: Decision, flags: list[str]) -> list[dict[str, Any]]:

@@ -33,5 +33,8 @@ async def suppress_addresses(
     """Add `addresses`' mailboxes (a provider's bounce or complaint) to the suppression list."""
     key = services.settings.require_secret_key()
     await suppress_hashes(
-        services, [recipient_hash(address, key) for address in addresses if address], reason, now=now
+        services,
+        [recipient_hash(address, key) for address in addresses if address],
+        reason,
+        now=now,
     )

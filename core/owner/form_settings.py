@@ -305,9 +305,7 @@ def columns(fields: FormFields) -> dict[str, Any]:
         "file_fields": Jsonb({k: v.model_dump() for k, v in fields.file_fields.items()}),
         "consent_field": fields.consent_field,
         "ack_email": Jsonb(fields.ack_email.model_dump()) if fields.ack_email else None,
-        "autoresponse": (
-            Jsonb(fields.autoresponse.model_dump()) if fields.autoresponse else None
-        ),
+        "autoresponse": (Jsonb(fields.autoresponse.model_dump()) if fields.autoresponse else None),
         "spam": Jsonb(fields.spam.model_dump()),
     }
 

@@ -5,6 +5,7 @@ across forms and organizations, and the suppression list (docs/autoresponse.md).
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default as default_policy
@@ -21,7 +22,7 @@ from tests.destinations.test_email import FAST
 from tests.support.api import api_client, assert_problem, create
 from tests.support.builders import Tenant, make_form, make_tenant
 from tests.support.mail import Smtp, mailed
-from tests.support.records import rows
+from tests.support.records import claimed, rows
 from tests.support.submit import submit_client
 
 JSON = {"Accept": "application/json"}
@@ -203,7 +204,9 @@ async def test_autoresponse__the_installation_bound_holds_across_organizations(
     services: Services, conn: Conn
 ) -> None:
     tenants = [await make_tenant(conn, name=f"Org {n}", plan="self_hosted") for n in range(5)]
-    forms = [await make_form(conn, tenant, autoresponse=FULL) for tenant in tenants for _ in range(3)]
+    forms = [
+        await make_form(conn, tenant, autoresponse=FULL) for tenant in tenants for _ in range(3)
+    ]
     victim = {"email": "victim@example.com", "name": "V", "message": "m"}
     async with submit_client(services) as client:
         await asyncio.gather(*(_post(client, f, victim) for f in forms))
@@ -213,3 +216,44 @@ async def test_autoresponse__the_installation_bound_holds_across_organizations(
             GROUP BY 1 ORDER BY 1""",
     )
     assert found == [{"status": "pending", "n": 10}, {"status": "skipped", "n": 5}]
+
+
+async def test_autoresponse__a_crash_between_plan_and_send_still_sends_once(
+    services: Services, conn: Conn, smtp_server: Smtp
+) -> None:
+    """A worker claims the planned autoresponse and dies: once its lease has passed the next
+    pass sends it, and no later pass sends it again."""
+    mail = mailed(services, smtp_server)
+    acme = await make_tenant(conn)
+    form = await _form(mail, acme)
+    async with submit_client(mail) as client:
+        await _post(client, form, {"email": "visitor@example.com", "name": "Ada"})
+    crashed = await claimed(conn)
+    assert [c.kind for c in crashed.values()] == ["autoresponse"]
+    later = utcnow() + timedelta(minutes=6)
+    stats = await Deliverer(mail, options=FAST).run_pass(now=later, budget=10)
+    assert stats["sent"] == 1
+    again = await Deliverer(mail, options=FAST).run_pass(now=later + timedelta(hours=1), budget=5)
+    assert again.get("sent", 0) == 0
+    assert [e.rcpt_tos for e in smtp_server[1]] == [["visitor@example.com"]]
+    found = await rows(conn, "SELECT status FROM deliveries WHERE kind = 'autoresponse'")
+    assert found == [{"status": "sent"}]
+
+
+async def test_autoresponse__erasure_reaches_it_before_it_is_sent(
+    services: Services, conn: Conn, smtp_server: Smtp
+) -> None:
+    mail = mailed(services, smtp_server)
+    acme = await make_tenant(conn)
+    form = await _form(mail, acme)
+    async with submit_client(mail) as client:
+        receipt = await _post(client, form, {"email": "visitor@example.com", "name": "Ada"})
+    async with api_client(mail) as api:
+        erased = await api.post(f"/v1/submissions/{receipt}/erase", headers=acme.headers)
+        assert erased.status_code == 200, erased.text
+    await _deliver(mail)
+    assert smtp_server[1] == []
+    found = await rows(
+        conn, "SELECT status, reason, target FROM deliveries WHERE kind = 'autoresponse'"
+    )
+    assert found == [{"status": "skipped", "reason": "values_erased", "target": {"to": []}}]
