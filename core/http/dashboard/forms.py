@@ -47,6 +47,7 @@ SETTING_INPUTS: Mapping[str, tuple[str, ...]] = {
     "file_fields": ("file_fields",),
     "consent_field": ("consent_field",),
     "ack_email": ("ack_email",),
+    "autoresponse": ("autoresponse",),
 }
 
 
@@ -94,6 +95,7 @@ def _form_settings(form: Mapping[str, Any]) -> dict[str, Any]:
         "file_fields": _json(form, "file_fields", {}),
         "consent_field": str(form.get("consent_field") or "") or None,
         "ack_email": _json(form, "ack_email", None),
+        "autoresponse": _json(form, "autoresponse", None),
     }
     secret = str(form.get("turnstile_secret") or "")
     if secret:
@@ -123,6 +125,7 @@ def _inputs(settings: Mapping[str, Any]) -> dict[str, str]:
         "file_fields": _json_text(settings["file_fields"]),
         "consent_field": settings["consent_field"] or "",
         "ack_email": _json_text(settings["ack_email"]),
+        "autoresponse": _json_text(settings["autoresponse"]),
     }
 
 

@@ -189,3 +189,22 @@ async def test_forms__a_refused_save_names_the_field_and_changes_nothing(
     assert stale.status_code == 422 and "reload" in stale.text
     (form,) = await rows(conn, "SELECT name, schema_mode FROM forms WHERE id = %(id)s", id=form_id)
     assert form["name"] == "Contact" and form["schema_mode"] == "observe"
+
+
+async def test_forms__the_page_saves_and_shows_the_autoresponse(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant)
+    url = f"/app/forms/{form_id}"
+    reply = {"to_field": "email", "subject": "Thanks {{name}}", "text": "Hi", "fields": ["name"]}
+    async with dashboard_client(services) as client:
+        await sign_in(client, tenant.key)
+        posted = _read((await client.get(url)).text, url).fields
+        assert posted["autoresponse"] == ""
+        response = await client.post(url, data=posted | {"autoresponse": json.dumps(reply)})
+        assert response.status_code == 303, response.text
+        shown = _read((await client.get(url)).text, url).fields
+    assert json.loads(shown["autoresponse"])["subject"] == "Thanks {{name}}"
+    (form,) = await rows(conn, "SELECT autoresponse FROM forms WHERE id = %(id)s", id=form_id)
+    assert form["autoresponse"]["to_field"] == "email" and form["autoresponse"]["enabled"]
