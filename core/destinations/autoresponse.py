@@ -115,7 +115,7 @@ def render(
     page = None
     if settings.get("html"):
         inner = render_with(body, _lookup(payload, template, _html_text), _html_text, HTML_CHARS)
-        page = f'<!doctype html>\n<html><body><div style="white-space:normal">{inner}</div></body></html>'
+        page = f"<!doctype html>\n<html><body><div>{inner}</div></body></html>"
     token = unsubscribe_token(key, str(template["unsubscribe"]))
     link = f"{public_url.rstrip('/')}{UNSUBSCRIBE_PATH}{token}"
     mailto = f"mailto:{parseaddr(mail_from)[1]}?subject={quote('unsubscribe ' + token)}"

@@ -47,7 +47,9 @@ _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<style>body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}</style>
+<style>
+body{{font:1.1rem/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+</style>
 </head><body><main><h1>{title}</h1>{body}</main></body></html>"""
 
 
@@ -212,7 +214,8 @@ async def sns_verified(services: Services, message: Mapping[str, Any]) -> bool:
         return False
     if not isinstance(key, rsa.RSAPublicKey):
         return False
-    algorithm = hashes.SHA1() if version == "1" else hashes.SHA256()  # noqa: S303 - SNS's v1
+    # SignatureVersion 1 is SNS's SHA1, the default of a subscription; 2 is SHA256.
+    algorithm = hashes.SHA1() if version == "1" else hashes.SHA256()
     try:
         key.verify(signature, signed, padding.PKCS1v15(), algorithm)
     except InvalidSignature:
