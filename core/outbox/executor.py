@@ -21,7 +21,9 @@ from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
 from core.owner.alerts import raise_alert
+from core.owner.email_senders import sender_settings, senders_for
 from core.platform.logs import log
+from core.platform.settings import Settings
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -129,7 +131,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
             delivery_id=claim.id,
             secret=claim.secret,
             template=claim.template,
-            settings=state.services.settings,
+            settings=await _email_settings(claim, state),
             http=state.http,
             timeout=state.options.timeout,
             resolver=state.resolver,
@@ -154,6 +156,20 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         await _record(
             claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
         )
+
+
+async def _email_settings(claim: Claim, state: PassState) -> Settings:
+    """The settings a claim sends with: for an organization's email (its destinations',
+    notices, acknowledgements, autoresponses; an account email is the installation's) its
+    own sender when it set one (core/owner/email_senders.py), else the installation's."""
+    settings = state.services.settings
+    if claim.channel != "email" or claim.kind == "account":
+        return settings
+    org = claim.organization_id
+    if org not in state.email_settings:
+        own = await senders_for(state.services.db, [org])
+        state.email_settings[org] = sender_settings(settings, own[org]) if org in own else settings
+    return state.email_settings[org]
 
 
 async def _record(

@@ -40,6 +40,7 @@ UNCHANGING = frozenset(
         "stream_event.listed",
         "stream_event.read",
         "destination.tested",
+        "email_sender.tested",
     }
 )
 # The previous hash of an organization's first row.
