@@ -25,7 +25,7 @@ from core.destinations.ssrf import (
 )
 from core.owner.changes import Change
 from core.platform.db import Conn, Database
-from core.platform.errors import InvalidInput, NotFound
+from core.platform.errors import InvalidInput
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.settings import Settings
@@ -175,13 +175,11 @@ async def set_email_sender(
 
 
 async def remove_email_sender(change: Change) -> None:
-    """Back to the installation's provider (NotFound when no own sender is set)."""
+    """Back to the installation's provider (already there: nothing changes)."""
     async with change as conn:
-        cur = await conn.execute(
+        await conn.execute(
             queries["delete_organization_email"], {"organization_id": change.scope.organization_id}
         )
-        if await cur.fetchone() is None:
-            raise NotFound("this organization has no email sender of its own")
 
 
 def sender_settings(settings: Settings, row: Mapping[str, Any]) -> Settings:

@@ -25,7 +25,6 @@ RETURNING organization_id, provider, from_address, smtp_host, smtp_port, smtp_us
 -- name: delete_organization_email
 -- Back to the installation's provider.
 DELETE FROM organization_email WHERE organization_id = %(organization_id)s
-RETURNING organization_id
 
 -- name: organization_senders
 -- The own senders of the organizations a deliver pass sends email for (as the owner).

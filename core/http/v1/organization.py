@@ -95,10 +95,9 @@ async def put_email_sender(
     "/organization/email",
     dependencies=[needs("configure", "email_sender.removed")],
     status_code=204,
-    responses=problems(404),
 )
 async def delete_email_sender(change: ChangeDep) -> Response:
-    """Back to the installation's provider."""
+    """Back to the installation's provider (again: nothing changes)."""
     await email_senders.remove_email_sender(change)
     return Response(status_code=204)
 

@@ -78,6 +78,12 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/streams/{stream_id}/schemas/{version}/adopt"): {},
     ("POST", "/v1/deliveries/replay"): {"since": "2026-01-01T00:00:00Z", "dry_run": True},
     ("PATCH", "/v1/organization"): {"notify": ["intruder@example.com"]},
+    ("PUT", "/v1/organization/email"): {
+        "provider": "smtp",
+        "from_address": "intruder@example.com",
+        "smtp": {"host": "127.0.0.1", "port": 2525},
+    },
+    ("POST", "/v1/organization/email/test"): {"to": "intruder@example.com"},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -211,6 +217,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         "/v1/invitations",
         "/v1/usage",
         "/v1/organization",
+        "/v1/organization/email",
     ]
     seen = [(await client.get(path, headers=who.headers)).json() for path in paths]
     for key in seen[paths.index("/v1/keys")]["data"]:
