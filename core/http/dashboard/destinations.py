@@ -20,7 +20,7 @@ from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_o
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
 from core.outbox.wakeup import wake_deliveries
-from core.owner import destinations
+from core.owner import destinations, email_senders
 from core.owner.health import health_numbers, health_reading
 from core.platform.clock import utcnow
 from core.platform.errors import invalid_input
@@ -66,6 +66,7 @@ async def _destinations_page(
     async with services.db.scoped(scope) as conn:
         found = await destinations.list_destinations(conn, scope, after=None, limit=500)
         rates = await destinations.success_rates(conn, scope, now=utcnow())
+        sender = email_senders.shown(await email_senders.get_sender(conn, scope))
     for row in found:
         adapter = ADAPTERS.get(row["type"])
         row["type_label"] = adapter.label if adapter else row["type"]
@@ -94,6 +95,7 @@ async def _destinations_page(
         form=destination_form(),
         test=test,
         shown_secret=shown_secret,
+        sender=sender,
     )
 
 

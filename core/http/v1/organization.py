@@ -9,15 +9,15 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
-from core.http.access import AuditedRoute, ChangeDep
 from core.destinations.http import shared_client
+from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
 from core.owner import email_senders, notifications
 from core.owner.email_senders import EmailSenderFields, SmtpServer
-from core.platform.ids import new_id
 from core.owner.notifications import NotifySettings
+from core.platform.ids import new_id
 
 router = APIRouter(
     tags=["organization"], responses=problems(401, 403, 503), route_class=AuditedRoute

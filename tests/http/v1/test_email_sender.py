@@ -10,6 +10,7 @@ from core.platform.services import Services
 from tests.intake.test_autoresponse import _deliver, _form, _post
 from tests.support.api import EMAIL, api_client, assert_problem, create
 from tests.support.builders import make_tenant
+from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.mail import Inbox, Smtp, mailed, smtp_peer
 from tests.support.settings import with_settings
 from tests.support.submit import submit_client
@@ -110,3 +111,26 @@ async def test_email_sender__needs_a_resend_key_and_a_public_smtp_server(
             headers=acme.headers,
         )
     assert_problem(private, 422, "invalid_input")
+
+
+async def test_email_sender__the_destinations_page_says_which_sender_is_in_use(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    async with dashboard_client(services) as client:
+        await sign_in(client, acme.key)
+        before = (await client.get("/app/destinations")).text
+        async with api_client(services) as api:
+            answer = await api.put(
+                "/v1/organization/email",
+                json={
+                    "provider": "smtp",
+                    "from_address": "hello@acme.example",
+                    "smtp": {"host": "127.0.0.1", "port": 2525},
+                },
+                headers=acme.headers,
+            )
+            assert answer.status_code == 200, answer.text
+        after = (await client.get("/app/destinations")).text
+    assert "the installation's email provider" in before
+    assert "SMTP server 127.0.0.1:2525" in after and "hello@acme.example" in after
