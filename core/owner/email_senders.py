@@ -212,6 +212,66 @@ async def senders_for(db: Database, organization_ids: list[str]) -> dict[str, di
         return {row["organization_id"]: row for row in await cur.fetchall()}
 
 
+# What of a provider's DNS record is shown (Resend's domain records).
+_RECORD_KEYS = ("record", "type", "name", "value", "priority", "ttl", "status")
+DNS_TIMEOUT = 5.0
+
+
+async def dns_records(settings: Settings, row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The DNS records the provider says the from address's domain needs, as it says them
+    (Resend's domain records); Postbag never makes one up. An SMTP server's are its
+    provider's documentation's: none shown."""
+    if row is None or row["provider"] != "resend":
+        return {
+            "provider": None if row is None else row["provider"],
+            "domain": None,
+            "records": [],
+            "detail": "the installation's sender: its operator's records"
+            if row is None
+            else "your SMTP provider's documentation names the records to add",
+        }
+    domain = str(row["from_address"]).rpartition("@")[2].lower()
+    base = settings.resend_api_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {row['secret']}"}
+    import httpx  # only the DNS records ask Resend from an API request
+
+    try:
+        async with httpx.AsyncClient(timeout=DNS_TIMEOUT, follow_redirects=False) as client:
+            listed = await client.get(f"{base}/domains", headers=headers)
+            found = [
+                d
+                for d in (listed.json().get("data") or [] if listed.status_code == 200 else [])
+                if str(d.get("name", "")).lower() == domain
+            ]
+            if not found:
+                return {
+                    "provider": "resend",
+                    "domain": domain,
+                    "records": [],
+                    "detail": f"Resend answered {listed.status_code} and lists no domain {domain}: "
+                    "add it in Resend first",
+                }
+            detail = await client.get(f"{base}/domains/{found[0]['id']}", headers=headers)
+            records = detail.json().get("records") or [] if detail.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {
+            "provider": "resend",
+            "domain": domain,
+            "records": [],
+            "detail": "Resend did not answer",
+        }
+    return {
+        "provider": "resend",
+        "domain": domain,
+        "records": [
+            {key: str(r[key]) for key in _RECORD_KEYS if r.get(key) is not None}
+            for r in records
+            if isinstance(r, dict)
+        ][:50],
+        "detail": None,
+    }
+
+
 async def send_test(
     settings: Settings,
     row: Mapping[str, Any] | None,

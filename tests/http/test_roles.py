@@ -70,6 +70,7 @@ ROUTES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/organization"): "viewer",
     ("PATCH", "/v1/organization"): "admin",
     ("GET", "/v1/organization/email"): "viewer",
+    ("GET", "/v1/organization/email/dns"): "viewer",
     ("PUT", "/v1/organization/email"): "admin",
     ("DELETE", "/v1/organization/email"): "admin",
     ("POST", "/v1/organization/email/test"): "admin",

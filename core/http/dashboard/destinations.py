@@ -61,12 +61,17 @@ async def _destinations_page(
     session: SessionDep,
     test: dict[str, Any] | None = None,
     shown_secret: dict[str, str] | None = None,
+    *,
+    dns: bool = False,
 ) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
         found = await destinations.list_destinations(conn, scope, after=None, limit=500)
         rates = await destinations.success_rates(conn, scope, now=utcnow())
-        sender = email_senders.shown(await email_senders.get_sender(conn, scope))
+        own = await email_senders.get_sender(conn, scope)
+    sender = email_senders.shown(own)
+    # Asked of the provider only on request (`?dns=1`): a page load makes no call out.
+    dns_found = await email_senders.dns_records(services.settings, own) if dns else None
     for row in found:
         adapter = ADAPTERS.get(row["type"])
         row["type_label"] = adapter.label if adapter else row["type"]
@@ -96,6 +101,7 @@ async def _destinations_page(
         test=test,
         shown_secret=shown_secret,
         sender=sender,
+        dns_records=dns_found,
     )
 
 
@@ -112,9 +118,9 @@ async def _show_secret_once(
 
 @router.get("/destinations", dependencies=[page_needs("read")])
 async def destinations_list(
-    request: Request, services: ServicesDep, session: SessionDep
+    request: Request, services: ServicesDep, session: SessionDep, dns: bool = False
 ) -> Response:
-    return await _destinations_page(request, services, session)
+    return await _destinations_page(request, services, session, dns=dns)
 
 
 @router.post("/destinations", dependencies=[page_needs("configure", "destination.created")])

@@ -102,6 +102,24 @@ async def delete_email_sender(change: ChangeDep) -> Response:
     return Response(status_code=204)
 
 
+class DnsRecords(BaseModel):
+    """The DNS records the provider says the sending domain needs, as it says them."""
+
+    provider: Literal["smtp", "resend"] | None
+    domain: str | None
+    records: list[dict[str, str]]
+    detail: str | None
+
+
+@router.get("/organization/email/dns", dependencies=[needs("read")])
+async def get_email_dns(scope: ScopeDep, services: ServicesDep) -> DnsRecords:
+    """The records to add for the organization's own sender, asked of its provider now
+    (Resend's domain records; an SMTP provider's are in its documentation)."""
+    async with services.db.scoped(scope) as conn:
+        row = await email_senders.get_sender(conn, scope)
+    return DnsRecords(**await email_senders.dns_records(services.settings, row))
+
+
 class TestEmail(BaseModel):
     """Where the test email goes."""
 

@@ -5,6 +5,8 @@ the test send goes through the sender in use (docs/autoresponse.md)."""
 
 from __future__ import annotations
 
+import json
+
 from core.platform.db import Conn
 from core.platform.services import Services
 from tests.intake.test_autoresponse import _deliver, _form, _post
@@ -12,6 +14,7 @@ from tests.support.api import EMAIL, api_client, assert_problem, create
 from tests.support.builders import make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.mail import Inbox, Smtp, mailed, smtp_peer
+from tests.support.peers import Answer, Request, receiver
 from tests.support.settings import with_settings
 from tests.support.submit import submit_client
 
@@ -134,3 +137,75 @@ async def test_email_sender__the_destinations_page_says_which_sender_is_in_use(
         after = (await client.get("/app/destinations")).text
     assert "the installation's email provider" in before
     assert "SMTP server 127.0.0.1:2525" in after and "hello@acme.example" in after
+
+
+RECORDS = {
+    "id": "d_1",
+    "name": "acme.example",
+    "records": [
+        {
+            "record": "SPF",
+            "name": "send",
+            "type": "TXT",
+            "ttl": "Auto",
+            "status": "not_started",
+            "value": "v=spf1 include:amazonses.com ~all",
+        },
+        {
+            "record": "DKIM",
+            "name": "resend._domainkey",
+            "type": "TXT",
+            "status": "verified",
+            "value": "p=MIGfMA0",
+        },
+    ],
+}
+
+
+def _resend(request: Request) -> Answer:
+    """Resend's domains API as a double: the key must be the organization's."""
+    if request.headers.get("Authorization") != "Bearer re_acme_key":
+        return 401, {}, b"{}"
+    if request.path == "/domains":
+        listed = {
+            "data": [{"id": "d_0", "name": "other.example"}, {"id": "d_1", "name": "acme.example"}]
+        }
+        return 200, {"Content-Type": "application/json"}, json.dumps(listed).encode()
+    if request.path == "/domains/d_1":
+        return 200, {"Content-Type": "application/json"}, json.dumps(RECORDS).encode()
+    return 404, {}, b"{}"
+
+
+async def test_email_sender__the_dns_records_are_resends_as_it_names_them(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    with receiver(_resend) as resend:
+        mail = with_settings(services, resend_api_url=resend.url)
+        async with api_client(mail) as api:
+            none = (await api.get("/v1/organization/email/dns", headers=acme.headers)).json()
+            assert none["records"] == [] and none["provider"] is None
+            answer = await api.put(
+                "/v1/organization/email",
+                json={
+                    "provider": "resend",
+                    "from_address": "hi@Acme.example",
+                    "secret": "re_acme_key",
+                },
+                headers=acme.headers,
+            )
+            assert answer.status_code == 200, answer.text
+            found = (await api.get("/v1/organization/email/dns", headers=acme.headers)).json()
+        async with dashboard_client(mail) as client:
+            await sign_in(client, acme.key)
+            plain = (await client.get("/app/destinations")).text
+            calls = len(resend.requests)
+            shown = (await client.get("/app/destinations?dns=1")).text
+    assert found["domain"] == "acme.example" and found["detail"] is None
+    assert [(r["type"], r["name"], r["value"]) for r in found["records"]] == [
+        ("TXT", "send", "v=spf1 include:amazonses.com ~all"),
+        ("TXT", "resend._domainkey", "p=MIGfMA0"),
+    ]
+    assert calls == 2  # the API call only: a plain page load asks Resend nothing
+    assert "dns-records" not in plain
+    assert "<code>resend._domainkey</code>" in shown and "not_started" in shown
