@@ -132,6 +132,8 @@ class Adapter(Protocol):
     secret_field: ClassVar[str | None]
     secret_hint: ClassVar[str]
     templates: ClassVar[bool]
+    # Whether it sends email: an organization's own sender then sends it (core/outbox/executor.py).
+    sends_email: ClassVar[bool]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
         """Validate `config` (raises pydantic.ValidationError)."""
@@ -178,6 +180,7 @@ class BaseAdapter(ABC):
     secret_hint: ClassVar[str] = ""
     rate_per_second: ClassVar[float | None] = None
     templates: ClassVar[bool] = True
+    sends_email: ClassVar[bool] = False
     Config: ClassVar[builtins.type[AdapterConfig]]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

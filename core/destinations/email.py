@@ -127,6 +127,7 @@ class EmailAdapter(BaseAdapter):
     Config: ClassVar[builtins.type[AdapterConfig]] = EmailConfig
     max_attempts: ClassVar[int] = 8
     secret_required: ClassVar[bool] = False
+    sends_email: ClassVar[bool] = True
 
     def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
         raise ValueError("email destinations take no secret")

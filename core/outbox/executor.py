@@ -163,7 +163,7 @@ async def _email_settings(claim: Claim, state: PassState) -> Settings:
     notices, acknowledgements, autoresponses; an account email is the installation's) its
     own sender when it set one (core/owner/email_senders.py), else the installation's."""
     settings = state.services.settings
-    if claim.channel != "email" or claim.kind == "account":
+    if not ADAPTERS[claim.channel].sends_email or claim.kind == "account":
         return settings
     org = claim.organization_id
     if org not in state.email_settings:

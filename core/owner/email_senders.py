@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import aiohttp
@@ -29,6 +29,7 @@ from core.platform.errors import InvalidInput
 from core.platform.queries import queries
 from core.platform.scope import OrgScope, scoped
 from core.platform.settings import Settings
+from core.platform.vocabulary import EmailSenderProvider, SmtpTls
 
 Host = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?$")
@@ -44,7 +45,7 @@ class SmtpServer(BaseModel):
     host: Host
     port: int = Field(default=587, ge=1, le=65535)
     username: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
-    tls: Literal["starttls", "tls"] = Field(
+    tls: SmtpTls = Field(
         default="starttls",
         description="`starttls` (plain connection upgraded when offered, usually port 587) or "
         "`tls` (TLS from the start, usually 465)",
@@ -56,7 +57,7 @@ class EmailSenderFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["smtp", "resend"]
+    provider: EmailSenderProvider
     from_address: EmailStr = Field(description="the address its emails come from")
     smtp: SmtpServer | None = Field(default=None, description="with provider `smtp`")
     secret: Secret | None = Field(

@@ -78,6 +78,9 @@ DeliverySkipReason = Literal[
     "autoresponse_limited",
     "suppressed",
 ]
+# organization_email.provider, .smtp_tls: an organization's own email sender.
+EmailSenderProvider = Literal["smtp", "resend"]
+SmtpTls = Literal["starttls", "tls"]
 # email_suppressions.reason: why no autoresponse goes to a mailbox (docs/autoresponse.md).
 SuppressionReason = Literal["unsubscribed", "bounced", "complained"]
 # delivery_attempts.outcome: `fenced` when the claim had passed to another worker.

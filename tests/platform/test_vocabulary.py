@@ -24,6 +24,7 @@ from core.platform.vocabulary import (
     DeliveryStatus,
     DestinationHealth,
     DigestPeriod,
+    EmailSenderProvider,
     EraseReason,
     MemberLinkKind,
     NotificationKind,
@@ -32,6 +33,7 @@ from core.platform.vocabulary import (
     RouteMode,
     SchemaMode,
     SchemaSource,
+    SmtpTls,
     StreamEventReason,
     StreamEventStatus,
     SubmissionFlag,
@@ -79,6 +81,8 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("invitations", "sender_kind", ActorKind),
     ("member_links", "kind", MemberLinkKind),
     ("email_suppressions", "reason", SuppressionReason),
+    ("organization_email", "provider", EmailSenderProvider),
+    ("organization_email", "smtp_tls", SmtpTls),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

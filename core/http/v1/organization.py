@@ -18,6 +18,7 @@ from core.owner import email_senders, notifications
 from core.owner.email_senders import EmailSenderFields, SmtpServer
 from core.owner.notifications import NotifySettings
 from core.platform.ids import new_id
+from core.platform.vocabulary import EmailSenderProvider
 
 router = APIRouter(
     tags=["organization"], responses=problems(401, 403, 503), route_class=AuditedRoute
@@ -60,7 +61,7 @@ class EmailSender(BaseModel):
     installation's provider; never the secret."""
 
     sender: Literal["organization", "installation"]
-    provider: Literal["smtp", "resend"] | None
+    provider: EmailSenderProvider | None
     from_address: str | None
     smtp: SmtpServer | None
     secret_set: bool
@@ -105,7 +106,7 @@ async def delete_email_sender(change: ChangeDep) -> Response:
 class DnsRecords(BaseModel):
     """The DNS records the provider says the sending domain needs, as it says them."""
 
-    provider: Literal["smtp", "resend"] | None
+    provider: EmailSenderProvider | None
     domain: str | None
     records: list[dict[str, str]]
     detail: str | None

@@ -68,6 +68,7 @@ def test_openapi__every_list_is_a_typed_page() -> None:
         "/v1/usage",
         "/v1/organization",
         "/v1/organization/email",
+        "/v1/organization/email/dns",
         "/v1/submissions/export.csv",
         "/v1/forms/{form_id}/spam",
     }
