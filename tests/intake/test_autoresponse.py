@@ -23,6 +23,7 @@ from tests.support.api import api_client, assert_problem, create
 from tests.support.builders import Tenant, make_form, make_tenant
 from tests.support.mail import Smtp, mailed
 from tests.support.records import claimed, rows
+from tests.support.settings import SENDER, with_settings
 from tests.support.submit import submit_client
 
 JSON = {"Accept": "application/json"}
@@ -257,3 +258,21 @@ async def test_autoresponse__erasure_reaches_it_before_it_is_sent(
         conn, "SELECT status, reason, target FROM deliveries WHERE kind = 'autoresponse'"
     )
     assert found == [{"status": "skipped", "reason": "values_erased", "target": {"to": []}}]
+
+
+async def test_autoresponse__through_ses_goes_raw_with_its_headers(
+    services: Services, conn: Conn, ses: Any
+) -> None:
+    """SES builds no headers of the sender's own: the autoresponse goes as a raw message."""
+    mail = with_settings(services, email_provider="ses", mail_from=SENDER)
+    acme = await make_tenant(conn)
+    form = await _form(mail, acme)
+    async with submit_client(mail) as client:
+        await _post(client, form, {"email": "visitor@example.com", "name": "Ada"})
+    assert (await _deliver(mail))["sent"] == 1
+    [sent] = ses.sent_messages
+    parsed = BytesParser(policy=default_policy).parsebytes(sent.raw_data.encode())
+    assert parsed["Auto-Submitted"] == "auto-replied"
+    assert parsed["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert parsed["Subject"] == "Thanks Ada, Contact got it"
+    assert parsed["From"] == f"Acme Support <{SENDER}>"
