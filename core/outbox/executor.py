@@ -23,7 +23,9 @@ from core.outbox.store import Claim
 from core.owner.alerts import raise_alert
 from core.owner.email_senders import sender_settings, senders_for
 from core.platform.logs import log
+from core.platform.queries import queries
 from core.platform.settings import Settings
+from core.platform.vocabulary import DeliverySkipReason
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -101,7 +103,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         # Before the attempt limit too: a claim that crashed on its last attempt waits.
         await pauses.park(claim, state)
         return
-    reason = skip_reason(claim, state.now())
+    reason = skip_reason(claim, state.now()) or await _suppressed(claim, state)
     if reason is not None:
         await state.completer.write(store.Outcome(claim, state.now(), "skipped", reason, reason))
         state.stats["skipped"] += 1
@@ -156,6 +158,18 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         await _record(
             claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
         )
+
+
+async def _suppressed(claim: Claim, state: PassState) -> DeliverySkipReason | None:
+    """`suppressed` for an autoresponse whose mailbox joined the suppression list since it
+    was planned (docs/autoresponse.md#the-suppression-list)."""
+    hashed = (claim.template or {}).get("unsubscribe") if claim.kind == "autoresponse" else None
+    if not isinstance(hashed, str):
+        return None
+    row = await state.services.db.fetch_one(
+        queries["is_suppressed"], {"hash": bytes.fromhex(hashed)}
+    )
+    return "suppressed" if row is not None and row["suppressed"] else None
 
 
 async def _email_settings(claim: Claim, state: PassState) -> Settings:

@@ -195,3 +195,22 @@ async def test_ses_events__a_signed_permanent_bounce_suppresses_only_from_a_list
         await _post(client, form, VISITOR)
         await _post(client, form, {**VISITOR, "email": "other@example.com"})
     assert await _statuses(conn) == [("skipped", "suppressed"), ("pending", None)]
+
+
+async def test_resend_webhook__a_bounce_after_the_plan_stops_the_send(
+    services: Services, conn: Conn, smtp_server: Smtp
+) -> None:
+    """An autoresponse planned before its mailbox was suppressed is checked again when it is
+    claimed: `skipped` with `suppressed`, nothing sent."""
+    hooked = with_settings(mailed(services, smtp_server), resend_webhook_secret=RESEND_SECRET)
+    acme = await make_tenant(conn)
+    form = await _form(hooked, acme)
+    body = json.dumps({"type": "email.complained", "data": {"to": ["visitor@example.com"]}})
+    async with submit_client(hooked) as client:
+        await _post(client, form, VISITOR)
+        signed = _svix(RESEND_SECRET, body.encode(), at=int(time.time()))
+        answer = await client.post("/s/email/events/resend", content=body, headers=signed)
+        assert answer.status_code == 204
+    await _deliver(hooked)
+    assert smtp_server[1] == []
+    assert await _statuses(conn) == [("skipped", "suppressed")]
