@@ -61,8 +61,15 @@ class EmailConfig(AdapterConfig):
     )
 
 
-def _send_ses(sender: str, mail: Email, message_key: str, mail_from: str) -> Result:
+def _send_ses(sender: str, mail: Email, message_key: str, settings: Settings) -> Result:
     from botocore.exceptions import BotoCoreError, ClientError
+
+    assert settings.mail_from is not None
+    mail_from = settings.mail_from
+    account = None
+    if settings.ses_access_key_id and settings.ses_secret_access_key and settings.ses_region:
+        secret = settings.ses_secret_access_key.get_secret_value()
+        account = (settings.ses_region, settings.ses_access_key_id, secret)
 
     # A message with headers of its own (an autoresponse's) goes raw; the rest as SES builds it.
     content: dict[str, Any] = (
@@ -76,7 +83,7 @@ def _send_ses(sender: str, mail: Email, message_key: str, mail_from: str) -> Res
         }
     )
     try:
-        answer = aws_client("sesv2", SES).send_email(
+        answer = aws_client("sesv2", SES, account=account).send_email(
             FromEmailAddress=sender,
             Destination={"ToAddresses": mail.to},
             ReplyToAddresses=[mail.reply_to] if mail.reply_to else [],
@@ -230,7 +237,7 @@ async def send_email(
     assert settings.mail_from is not None
     sender = autoresponse.sender(settings.mail_from, mail.from_name)
     if settings.email_provider == "ses":
-        return await asyncio.to_thread(_send_ses, sender, mail, message_key, settings.mail_from)
+        return await asyncio.to_thread(_send_ses, sender, mail, message_key, settings)
     if settings.email_provider == "resend":
         assert settings.resend_api_key is not None
         body: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """An organization's own email sender (docs/autoresponse.md#each-organizations-own-sender):
-an SMTP server or a Resend key with a from address. When set, the emails of the
+an SMTP server, a Resend key or an SES account, with a from address. When set, the emails of the
 organization's destinations, notices, acknowledgements and autoresponses go through it
 (the worker's `sender_settings`); otherwise through the installation's provider. The
 secret (SMTP password, Resend key) is write-only."""
@@ -52,6 +52,17 @@ class SmtpServer(BaseModel):
     )
 
 
+class SesAccount(BaseModel):
+    """The AWS account whose SES sends (its secret access key is the sender's `secret`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")] = Field(
+        examples=["eu-west-1"]
+    )
+    access_key_id: Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{16,128}$")]
+
+
 class EmailSenderFields(BaseModel):
     """The organization's own sender, as set."""
 
@@ -60,10 +71,12 @@ class EmailSenderFields(BaseModel):
     provider: EmailSenderProvider
     from_address: EmailStr = Field(description="the address its emails come from")
     smtp: SmtpServer | None = Field(default=None, description="with provider `smtp`")
+    ses: SesAccount | None = Field(default=None, description="with provider `ses`")
     secret: Secret | None = Field(
         default=None,
-        description="the SMTP password or the Resend API key; write-only (reads show "
-        "`secret_set`); left out, the stored one stays while the provider does",
+        description="the SMTP password, the Resend API key or the SES secret access key; "
+        "write-only (reads show `secret_set`); left out, the stored one stays while the "
+        "provider does",
         json_schema_extra={"writeOnly": True},
     )
 
@@ -77,6 +90,7 @@ def shown(row: Mapping[str, Any] | None) -> dict[str, Any]:
             "provider": None,
             "from_address": None,
             "smtp": None,
+            "ses": None,
             "secret_set": False,
             "updated_at": None,
         }
@@ -95,6 +109,9 @@ def shown(row: Mapping[str, Any] | None) -> dict[str, Any]:
         "provider": row["provider"],
         "from_address": row["from_address"],
         "smtp": smtp,
+        "ses": {"region": row["ses_region"], "access_key_id": row["ses_access_key_id"]}
+        if row["provider"] == "ses"
+        else None,
         "secret_set": row["secret"] is not None,
         "updated_at": row["updated_at"],
     }
@@ -148,13 +165,16 @@ async def set_email_sender(
         await check_smtp_host(
             fields.smtp.host, fields.smtp.port, allow_private=allow_private, resolver=resolver
         )
+    if fields.provider == "ses" and fields.ses is None:
+        raise InvalidInput("provider ses needs `ses`", [{"field": "ses", "message": "required"}])
     smtp = fields.smtp if fields.provider == "smtp" else None
+    ses = fields.ses if fields.provider == "ses" else None
     async with change as conn:
         current = await get_sender(conn, change.scope)
-        if fields.provider == "resend" and fields.secret is None:
-            if current is None or current["provider"] != "resend":
+        if fields.provider != "smtp" and fields.secret is None:
+            if current is None or current["provider"] != fields.provider:
                 raise InvalidInput(
-                    "provider resend needs its API key as `secret`",
+                    f"provider {fields.provider} needs its key as `secret`",
                     [{"field": "secret", "message": "required"}],
                 )
         cur = await conn.execute(
@@ -167,6 +187,8 @@ async def set_email_sender(
                 "smtp_port": smtp.port if smtp else None,
                 "smtp_username": smtp.username if smtp else None,
                 "smtp_tls": smtp.tls if smtp else None,
+                "ses_region": ses.region if ses else None,
+                "ses_access_key_id": ses.access_key_id if ses else None,
                 "secret": fields.secret,
                 "now": now,
             },
@@ -185,6 +207,14 @@ async def remove_email_sender(change: Change) -> None:
 
 def sender_settings(settings: Settings, row: Mapping[str, Any]) -> Settings:
     """The installation's settings with the organization's sender as its email provider."""
+    if row["provider"] == "ses":
+        return settings.with_values(
+            email_provider="ses",
+            mail_from=row["from_address"],
+            ses_region=row["ses_region"],
+            ses_access_key_id=row["ses_access_key_id"],
+            ses_secret_access_key=row["secret"],
+        )
     if row["provider"] == "resend":
         return settings.with_values(
             email_provider="resend", mail_from=row["from_address"], resend_api_key=row["secret"]
@@ -220,8 +250,8 @@ DNS_TIMEOUT = 5.0
 
 async def dns_records(settings: Settings, row: Mapping[str, Any] | None) -> dict[str, Any]:
     """The DNS records the provider says the from address's domain needs, as it says them
-    (Resend's domain records); Postbag never makes one up. An SMTP server's are its
-    provider's documentation's: none shown."""
+    (Resend's domain records); Postbag never makes one up. An SMTP server's are in its
+    provider's documentation, SES's on the verified identity in the SES console: none shown."""
     if row is None or row["provider"] != "resend":
         return {
             "provider": None if row is None else row["provider"],
@@ -229,7 +259,9 @@ async def dns_records(settings: Settings, row: Mapping[str, Any] | None) -> dict
             "records": [],
             "detail": "the installation's sender: its operator's records"
             if row is None
-            else "your SMTP provider's documentation names the records to add",
+            else "your SMTP provider's documentation names the records to add"
+            if row["provider"] == "smtp"
+            else "the SES console names the DKIM records of the domain's verified identity",
         }
     domain = str(row["from_address"]).rpartition("@")[2].lower()
     base = settings.resend_api_url.rstrip("/")

@@ -64,6 +64,10 @@ class Settings:
     resend_api_key: Secret | None = None
     resend_api_url: str = "https://api.resend.com"
     smtp_url: Secret | None = None
+    # SES with credentials of its own (an organization's sender); unset: the AWS SDK's.
+    ses_region: str | None = None
+    ses_access_key_id: str | None = None
+    ses_secret_access_key: Secret | None = None
     # Signed provider events that add addresses to the suppression list (docs/autoresponse.md):
     # the Resend webhook's signing secret, the SNS topics whose SES events are believed.
     resend_webhook_secret: Secret | None = None
@@ -263,6 +267,9 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "resend_api_key": _secret,
     "resend_api_url": _http_url,
     "smtp_url": _secret,
+    "ses_region": _optional_text,
+    "ses_access_key_id": _optional_text,
+    "ses_secret_access_key": _secret,
     "resend_webhook_secret": _secret,
     "ses_events_topic_arns": _text_list,
     "telegram_api_url": _http_url,

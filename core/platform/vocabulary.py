@@ -79,7 +79,7 @@ DeliverySkipReason = Literal[
     "suppressed",
 ]
 # organization_email.provider, .smtp_tls: an organization's own email sender.
-EmailSenderProvider = Literal["smtp", "resend"]
+EmailSenderProvider = Literal["smtp", "resend", "ses"]
 SmtpTls = Literal["starttls", "tls"]
 # email_suppressions.reason: why no autoresponse goes to a mailbox (docs/autoresponse.md).
 SuppressionReason = Literal["unsubscribed", "bounced", "complained"]

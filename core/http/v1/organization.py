@@ -15,7 +15,7 @@ from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
 from core.http.v1.shared import problems
 from core.owner import email_senders, notifications
-from core.owner.email_senders import EmailSenderFields, SmtpServer
+from core.owner.email_senders import EmailSenderFields, SesAccount, SmtpServer
 from core.owner.notifications import NotifySettings
 from core.platform.ids import new_id
 from core.platform.vocabulary import EmailSenderProvider
@@ -64,6 +64,7 @@ class EmailSender(BaseModel):
     provider: EmailSenderProvider | None
     from_address: str | None
     smtp: SmtpServer | None
+    ses: SesAccount | None
     secret_set: bool
     updated_at: datetime | None
 

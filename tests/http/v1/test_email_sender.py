@@ -6,6 +6,7 @@ the test send goes through the sender in use (docs/autoresponse.md)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from core.platform.db import Conn
 from core.platform.services import Services
@@ -209,3 +210,41 @@ async def test_email_sender__the_dns_records_are_resends_as_it_names_them(
     assert calls == 2  # the API call only: a plain page load asks Resend nothing
     assert "dns-records" not in plain
     assert "<code>resend._domainkey</code>" in shown and "not_started" in shown
+
+
+async def test_email_sender__an_ses_sender_sends_with_the_organizations_own_account(
+    services: Services, conn: Conn, ses: Any
+) -> None:
+    """The organization's SES account (moto) in its own region sends its autoresponse; the
+    installation's region sends nothing."""
+    import boto3
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ses.models import ses_backends
+
+    boto3.client("ses", region_name="eu-central-1").verify_email_identity(
+        EmailAddress="hello@acme.example"
+    )
+    acme = await make_tenant(conn)
+    async with api_client(services) as api:
+        answer = await api.put(
+            "/v1/organization/email",
+            json={
+                "provider": "ses",
+                "from_address": "hello@acme.example",
+                "ses": {"region": "eu-central-1", "access_key_id": "AKIAACMEACMEACME0001"},
+                "secret": "acme-secret-access-key",
+            },
+            headers=acme.headers,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["ses"] == {
+            "region": "eu-central-1",
+            "access_key_id": "AKIAACMEACMEACME0001",
+        }
+    form = await _form(services, acme)
+    async with submit_client(services) as client:
+        await _post(client, form, VISITOR)
+    assert (await _deliver(services))["sent"] == 1
+    [sent] = ses_backends[DEFAULT_ACCOUNT_ID]["eu-central-1"].sent_messages
+    assert "hello@acme.example" in sent.source
+    assert ses.sent_messages == []

@@ -141,6 +141,8 @@ OTHER_COLUMNS = {
     ("organization_email", "smtp_host"): "owner's setting",
     ("organization_email", "smtp_username"): "owner's setting",
     ("organization_email", "smtp_tls"): "vocabulary",
+    ("organization_email", "ses_region"): "owner's setting",
+    ("organization_email", "ses_access_key_id"): "owner's setting",
     ("organization_email", "secret"): "owner's secret",
     ("notifications", "organization_id"): "id",
     ("notifications", "kind"): "vocabulary",
