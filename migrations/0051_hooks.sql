@@ -51,16 +51,18 @@ CREATE POLICY hooks_organization_scope ON hooks
 GRANT SELECT, INSERT, UPDATE, DELETE ON hooks TO postbag_app;
 
 -- A lifecycle event's delivery to a hook: no submission, route or event, its body in the
--- payload (written when the event is), to the hook's webhook destination.
+-- payload (written when the event is), to the hook's webhook destination. (The checks below
+-- restate every kind: a notification's destination from 0042, the autoresponse of 0047.)
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_kind_check;
 ALTER TABLE deliveries ADD CONSTRAINT deliveries_kind_check
     CHECK (kind IN ('submission', 'acknowledgement', 'digest', 'event', 'notification',
-                    'account', 'lifecycle'));
+                    'account', 'autoresponse', 'lifecycle'));
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_kind_references;
 ALTER TABLE deliveries ADD CONSTRAINT deliveries_kind_references CHECK (
     (kind = 'submission' AND submission_id IS NOT NULL AND route_id IS NOT NULL
         AND destination_id IS NOT NULL)
-    OR (kind = 'acknowledgement' AND submission_id IS NOT NULL AND route_id IS NULL)
+    OR (kind IN ('acknowledgement', 'autoresponse') AND submission_id IS NOT NULL
+        AND route_id IS NULL)
     OR (kind = 'digest' AND digest_id IS NOT NULL AND route_id IS NOT NULL
         AND destination_id IS NOT NULL)
     OR (kind = 'event' AND submission_id IS NULL AND route_id IS NULL)

@@ -31,7 +31,7 @@ from core.platform.migrate import migrate
 from core.platform.services import Services
 from core.schemas.checker import close_schema_checker
 from tests.support.databases import Clones, create_database, database_url, drop_database
-from tests.support.mail import smtp_peer
+from tests.support.mail import Inbox, smtp_peer
 from tests.support.settings import SENDER, built_services
 
 SES_REGION = "eu-west-1"
@@ -211,20 +211,6 @@ def storage_url(
 @pytest.fixture
 def smtp_server() -> Iterator[tuple[str, list[Envelope]]]:
     """A real SMTP server on loopback (aiosmtpd): refuses `nobody@…`, keeps the rest."""
-    received: list[Envelope] = []
-
-    class Handler:
-        async def handle_RCPT(
-            self, _server: Any, _session: Any, envelope: Envelope, address: str, _options: Any
-        ) -> str:
-            if address.startswith("nobody@"):
-                return "550 5.1.1 no such mailbox"
-            envelope.rcpt_tos.append(address)
-            return "250 OK"
-
-        async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 Message accepted for delivery"
-
-    with smtp_peer(Handler()) as url:
-        yield url, received
+    inbox = Inbox()
+    with smtp_peer(inbox) as url:
+        yield url, inbox.received

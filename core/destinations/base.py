@@ -139,6 +139,8 @@ class Adapter(Protocol):
     # Whether the owner's notices may also go to a destination of this type (a chat or a
     # webhook; an email destination's addresses belong in the organization's `notify`).
     takes_notices: ClassVar[bool]
+    # Whether it sends email: an organization's own sender then sends it (core/outbox/executor.py).
+    sends_email: ClassVar[bool]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:
         """Validate `config` (raises pydantic.ValidationError)."""
@@ -186,6 +188,7 @@ class BaseAdapter(ABC):
     rate_per_second: ClassVar[float | None] = None
     templates: ClassVar[bool] = True
     takes_notices: ClassVar[bool] = True
+    sends_email: ClassVar[bool] = False
     Config: ClassVar[builtins.type[AdapterConfig]]
 
     def validate(self, config: Mapping[str, Any], ctx: ValidationContext) -> AdapterConfig:

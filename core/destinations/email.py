@@ -20,7 +20,7 @@ import json
 import smtplib
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 from pydantic import EmailStr, Field
 
-from core.destinations import http, mailbox
+from core.destinations import autoresponse, http, mailbox
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.text import ACCOUNT_EVENT, LINK_MARK, cut, message
 from core.platform.addresses import valid_address
@@ -63,20 +63,33 @@ class EmailConfig(AdapterConfig):
     )
 
 
-def _send_ses(sender: str, to: list[str], subject: str, text: str, reply_to: str | None) -> Result:
+def _send_ses(sender: str, mail: Email, message_key: str, settings: Settings) -> Result:
     from botocore.exceptions import BotoCoreError, ClientError
 
+    assert settings.mail_from is not None
+    mail_from = settings.mail_from
+    account = None
+    if settings.ses_access_key_id and settings.ses_secret_access_key and settings.ses_region:
+        secret = settings.ses_secret_access_key.get_secret_value()
+        account = (settings.ses_region, settings.ses_access_key_id, secret)
+
+    # A message with headers of its own (an autoresponse's) goes raw; the rest as SES builds it.
+    content: dict[str, Any] = (
+        {"Raw": {"Data": _mime(sender, mail, message_key, mail_from).as_bytes()}}
+        if mail.headers or mail.html
+        else {
+            "Simple": {
+                "Subject": {"Data": mail.subject, "Charset": "UTF-8"},
+                "Body": {"Text": {"Data": mail.text, "Charset": "UTF-8"}},
+            }
+        }
+    )
     try:
-        answer = aws_client("sesv2", SES).send_email(
+        answer = aws_client("sesv2", SES, account=account).send_email(
             FromEmailAddress=sender,
-            Destination={"ToAddresses": to},
-            ReplyToAddresses=[reply_to] if reply_to else [],
-            Content={
-                "Simple": {
-                    "Subject": {"Data": subject, "Charset": "UTF-8"},
-                    "Body": {"Text": {"Data": text, "Charset": "UTF-8"}},
-                }
-            },
+            Destination={"ToAddresses": mail.to},
+            ReplyToAddresses=[mail.reply_to] if mail.reply_to else [],
+            Content=content,
         )
     except ClientError as exc:
         code = str(exc.response.get("Error", {}).get("Code", "ClientError"))
@@ -125,6 +138,7 @@ class EmailAdapter(BaseAdapter):
     secret_required: ClassVar[bool] = False
     # The owner's notices go to addresses through `notify`, not through an email destination.
     takes_notices: ClassVar[bool] = False
+    sends_email: ClassVar[bool] = True
 
     def validate_secret(self, secret: str) -> None:  # noqa: ARG002 - the interface's signature
         raise ValueError("email destinations take no secret")
@@ -135,6 +149,8 @@ class EmailAdapter(BaseAdapter):
         to = [str(address) for address in target.get("to") or []]
         if not to:
             return Result(ok=False, retryable=False, error_class="invalid_target")
+        if (ctx.template or {}).get("autoresponse"):
+            return await _send_autoresponse(to, payload, ctx)
         subject, text = message(payload, ctx.template)
         account = payload.get("event") == ACCOUNT_EVENT
         if account:
@@ -149,9 +165,37 @@ class EmailAdapter(BaseAdapter):
         )
 
 
+async def _send_autoresponse(
+    to: list[str], payload: Mapping[str, Any], ctx: DeliveryContext
+) -> Result:
+    """A form's autoresponse to its visitor (`core.destinations.autoresponse`)."""
+    assert ctx.template is not None
+    settings = ctx.settings
+    reply = autoresponse.render(
+        payload,
+        ctx.template,
+        key=settings.require_secret_key(),
+        public_url=settings.public_url,
+        mail_from=settings.mail_from or "postbag@localhost",
+    )
+    mail = Email(
+        to,
+        reply.subject,
+        reply.text,
+        reply.reply_to,
+        html=reply.html,
+        headers=reply.headers,
+        from_name=reply.from_name,
+    )
+    return await send_email(
+        settings, ctx.http, mail, message_key=ctx.delivery_id, timeout=ctx.timeout
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Email:
-    """One plain-text message to send."""
+    """One message to send: plain text, with an HTML alternative and extra headers when
+    given (an autoresponse's)."""
 
     to: list[str]
     subject: str
@@ -159,6 +203,10 @@ class Email:
     reply_to: str | None = None
     # Whether the text may be written to the log (`log` provider): not when it holds a link.
     loggable: bool = True
+    html: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # The display name of the `From` (the address is the installation's).
+    from_name: str | None = None
 
 
 async def send_email(
@@ -194,18 +242,23 @@ async def send_email(
     if missing:
         return Result(ok=False, retryable=True, error_class="email_not_configured", excerpt=missing)
     assert settings.mail_from is not None
+    sender = autoresponse.sender(settings.mail_from, mail.from_name)
     if settings.email_provider == "ses":
-        return await asyncio.to_thread(_send_ses, settings.mail_from, to, subject, text, reply_to)
+        return await asyncio.to_thread(_send_ses, sender, mail, message_key, settings)
     if settings.email_provider == "resend":
         assert settings.resend_api_key is not None
         body: dict[str, Any] = {
-            "from": settings.mail_from,
+            "from": sender,
             "to": to,
             "subject": subject,
             "text": text,
         }
         if reply_to:
             body["reply_to"] = reply_to
+        if mail.html:
+            body["html"] = mail.html
+        if mail.headers:
+            body["headers"] = dict(mail.headers)
         return await http.post(
             client,
             f"{settings.resend_api_url.rstrip('/')}/emails",
@@ -218,16 +271,26 @@ async def send_email(
             timeout=timeout,
         )
     assert settings.smtp_url is not None
-    mime = EmailMessage()
-    mime["From"], mime["To"], mime["Subject"] = settings.mail_from, ", ".join(to), subject
-    mime["Date"] = email.utils.format_datetime(utcnow())
-    mime["Message-ID"] = _message_id(message_key, settings.mail_from)
-    if reply_to:
-        mime["Reply-To"] = reply_to
-    mime.set_content(text)
+    mime = _mime(sender, mail, message_key, settings.mail_from)
     return await asyncio.to_thread(
         _send_smtp, settings.smtp_url.get_secret_value(), settings.mail_from, to, mime, timeout
     )
+
+
+def _mime(sender: str, mail: Email, message_key: str, mail_from: str) -> EmailMessage:
+    """`mail` as a MIME message from `sender` (plain text, and HTML as its alternative)."""
+    mime = EmailMessage()
+    mime["From"], mime["To"], mime["Subject"] = sender, ", ".join(mail.to), mail.subject
+    mime["Date"] = email.utils.format_datetime(utcnow())
+    mime["Message-ID"] = _message_id(message_key, mail_from)
+    if mail.reply_to:
+        mime["Reply-To"] = mail.reply_to
+    for name, value in mail.headers.items():
+        mime[name] = value
+    mime.set_content(mail.text)
+    if mail.html:
+        mime.add_alternative(mail.html, subtype="html")
+    return mime
 
 
 def sealed_token(key: bytes, nonce: str) -> str:

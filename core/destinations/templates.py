@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.\-\[\]]+)\s*\}\}")
@@ -45,25 +45,43 @@ def format_value(value: Any, limit: int | None = None) -> str:
     return text if limit is None else text[:limit]
 
 
+def placeholders(text: str) -> list[str]:
+    """The names `text`'s `{{…}}` placeholders name, in order."""
+    return [match.group(1) for match in _PLACEHOLDER.finditer(text)]
+
+
 def render(text: str, values: Mapping[str, Any], limit: int) -> str:
     """Replace each `{{field}}` with the field's value as plain text (`—` when missing),
     stopping once the output holds `limit` characters: a template that names a long value
     2,000 times costs its output, never 2,000 copies of the value."""
+    return render_with(
+        text, lambda name, room: format_value(values.get(name), room), lambda part: part, limit
+    )
+
+
+def render_with(
+    text: str,
+    value: Callable[[str, int], str],
+    literal: Callable[[str], str],
+    limit: int,
+) -> str:
+    """`render` with the placeholders' text from `value(name, room)` and the template's own
+    text passed through `literal` (an escape), within the same `limit` of output."""
     out: list[str] = []
     room = limit
     at = 0
     for match in _PLACEHOLDER.finditer(text):
-        literal = text[at : match.start()][:room]
-        out.append(literal)
-        room -= len(literal)
+        part = literal(text[at : match.start()])[:room]
+        out.append(part)
+        room -= len(part)
         if room <= 0:
             break
-        value = format_value(values.get(match.group(1)), room)
-        out.append(value)
-        room -= len(value)
+        filled = value(match.group(1), room)[:room]
+        out.append(filled)
+        room -= len(filled)
         if room <= 0:
             break
         at = match.end()
     else:
-        out.append(text[at:][:room])
+        out.append(literal(text[at:])[:room])
     return "".join(out)

@@ -22,7 +22,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from core.http import health, home
+from core.http import email_events, health, home
 from core.http.problems import install_problem_handlers, problem_for
 from core.intake.checks import origin_allowed
 from core.intake.form import Form, form_for_submit, resolve_form
@@ -319,6 +319,10 @@ def create_submit_app(services: Services, *, local: bool = False) -> Starlette:
         routes=[
             Route("/", home.local_home if local else home.running, methods=["GET"]),
             Route("/health", health.health, methods=["GET"]),
+            Route("/s/unsubscribe/{token}", email_events.unsubscribe_page, methods=["GET"]),
+            Route("/s/unsubscribe/{token}", email_events.unsubscribe, methods=["POST"]),
+            Route("/s/email/events/resend", email_events.resend_events, methods=["POST"]),
+            Route("/s/email/events/ses", email_events.ses_events, methods=["POST"]),
             Route("/s/{form_id}", submit, methods=["POST"]),
             Route("/s/{form_id}", preflight, methods=["OPTIONS"]),
             Route("/s/{form_id}/token", fill_token, methods=["GET"]),

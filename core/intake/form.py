@@ -51,6 +51,8 @@ class Form:
     turnstile_secret: str | None
     consent_field: str | None
     ack_email: Mapping[str, Any] | None
+    # The form's autoresponse settings (core/owner/form_settings.py `AutoresponseSettings`).
+    autoresponse: Mapping[str, Any] | None
     spam: SpamConfig
     # The secrets of the form's external spam checks (`core.spam.external`).
     spam_secrets: Mapping[str, str]
@@ -146,6 +148,7 @@ async def resolve_form(services: Services, form_id: str, *, client: str, now: da
         turnstile_secret=row["turnstile_secret"],
         consent_field=row["consent_field"],
         ack_email=row["ack_email"],
+        autoresponse=row["autoresponse"],
         spam=spam_config(row["spam"]),
         spam_secrets=row["spam_secrets"],
         plan=row["plan"],

@@ -108,6 +108,29 @@ def acknowledgement(form: Form, values: Mapping[str, Any], status: str) -> dict[
     }
 
 
+def autoresponse(
+    form: Form, values: Mapping[str, Any], status: str, *, over_quota: bool
+) -> dict[str, Any] | None:
+    """The autoresponse an accepted submission within its quota gets (the form's setting on,
+    a valid address in its `to_field`), or None; its template is the settings as they are now
+    (docs/autoresponse.md). The submit statement bounds it per mailbox and day."""
+    settings = form.autoresponse
+    if status != "accepted" or over_quota or not settings or not settings.get("enabled"):
+        return None
+    address = valid_address(values.get(str(settings.get("to_field"))))
+    if address is None:
+        return None
+    snapshot = {
+        name: settings.get(name)
+        for name in ("subject", "text", "html", "reply_to", "from_name", "fields")
+    }
+    return {
+        "id": new_id("dlv"),
+        "target": {"to": [address]},
+        "template": {"autoresponse": snapshot},
+    }
+
+
 def submission_events(form: Form, decision: Decision, flags: list[str]) -> list[dict[str, Any]]:
     """The event a stored submission records: received or quarantined. Its schema drift is
     counted apart (`schema_drift`), with one `schema.drift` event per rule and hour."""

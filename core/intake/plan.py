@@ -18,6 +18,7 @@ from core.intake.checks import Decision
 from core.intake.form import Form
 from core.intake.payload import (
     acknowledgement,
+    autoresponse,
     form_snapshot,
     request_meta,
     route_deliveries,
@@ -28,6 +29,10 @@ from core.owner.plans import PLANS
 from core.platform.clock import month_of, next_month
 
 ACK_DAILY_MAX = 5  # acknowledgement emails per recipient address and UTC day (docs/submit.md)
+# Autoresponses per recipient mailbox and UTC day: from one organization, and from the whole
+# installation (docs/autoresponse.md#abuse-bounds).
+AUTORESPONSE_ORGANIZATION_DAILY_MAX = 3
+AUTORESPONSE_INSTALLATION_DAILY_MAX = 10
 # Past this multiple of a form's rate limit within its window, a client's posts are refused
 # (`429 too_many_submissions`) and store nothing (docs/submit.md#floods).
 FLOOD_MULTIPLE = 2
@@ -97,6 +102,11 @@ def insert_params(
         else None
     )
     counted_prints = bool(decision.fingerprints) and spam.duplicate_max is not None
+    reply = autoresponse(form, values, decision.status, over_quota=over_quota)
+    reply_hash = recipient_hash(str(reply["target"]["to"][0]), secret_key) if reply else None
+    if reply is not None and reply_hash is not None:
+        # The mailbox's hash names it in the unsubscribe link the worker signs.
+        reply["template"]["unsubscribe"] = reply_hash.hex()
     return {
         "id": submitted.submission_id,
         "organization_id": form.organization_id,
@@ -134,6 +144,10 @@ def insert_params(
             recipient_hash(str(ack["target"]["to"][0]), secret_key) if ack else None
         ),
         "ack_daily_max": ACK_DAILY_MAX,
+        "autoresponses": Jsonb([reply] if reply else []),
+        "ar_recipient_hash": reply_hash,
+        "ar_organization_max": AUTORESPONSE_ORGANIZATION_DAILY_MAX,
+        "ar_installation_max": AUTORESPONSE_INSTALLATION_DAILY_MAX,
         "today": now.astimezone(UTC).date(),
         "events": Jsonb(submission_events(form, decision, flags)),
         "month": month_of(now),

@@ -22,8 +22,12 @@ from core.outbox.decide import decide
 from core.outbox.store import Claim
 from core.owner import hooks
 from core.owner.alerts import raise_alert
+from core.owner.email_senders import sender_settings, senders_for
 from core.platform.logs import log
+from core.platform.queries import queries
 from core.platform.scope import OrgScope
+from core.platform.settings import Settings
+from core.platform.vocabulary import DeliverySkipReason
 
 if TYPE_CHECKING:
     from core.outbox.passes import PassState
@@ -101,7 +105,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         # Before the attempt limit too: a claim that crashed on its last attempt waits.
         await pauses.park(claim, state)
         return
-    reason = skip_reason(claim, state.now())
+    reason = skip_reason(claim, state.now()) or await _suppressed(claim, state)
     if reason is not None:
         await state.completer.write(store.Outcome(claim, state.now(), "skipped", reason, reason))
         state.stats["skipped"] += 1
@@ -131,7 +135,7 @@ async def _deliver(claim: Claim, state: PassState) -> None:
             delivery_id=claim.id,
             secret=claim.secret,
             template=claim.template,
-            settings=state.services.settings,
+            settings=await _email_settings(claim, state),
             http=state.http,
             timeout=state.options.timeout,
             resolver=state.resolver,
@@ -156,6 +160,32 @@ async def _deliver(claim: Claim, state: PassState) -> None:
         await _record(
             claim, result, state, started_at=started_at, duration_ms=duration_ms, probe=probe
         )
+
+
+async def _suppressed(claim: Claim, state: PassState) -> DeliverySkipReason | None:
+    """`suppressed` for an autoresponse whose mailbox joined the suppression list since it
+    was planned (docs/autoresponse.md#the-suppression-list)."""
+    hashed = (claim.template or {}).get("unsubscribe") if claim.kind == "autoresponse" else None
+    if not isinstance(hashed, str):
+        return None
+    row = await state.services.db.fetch_one(
+        queries["is_suppressed"], {"hash": bytes.fromhex(hashed)}
+    )
+    return "suppressed" if row is not None and row["suppressed"] else None
+
+
+async def _email_settings(claim: Claim, state: PassState) -> Settings:
+    """The settings a claim sends with: for an organization's email (its destinations',
+    notices, acknowledgements, autoresponses; an account email is the installation's) its
+    own sender when it set one (core/owner/email_senders.py), else the installation's."""
+    settings = state.services.settings
+    if not ADAPTERS[claim.channel].sends_email or claim.kind == "account":
+        return settings
+    org = claim.organization_id
+    if org not in state.email_settings:
+        own = await senders_for(state.services.db, [org])
+        state.email_settings[org] = sender_settings(settings, own[org]) if org in own else settings
+    return state.email_settings[org]
 
 
 async def _record(

@@ -16,6 +16,7 @@ from core.destinations.ssrf import Resolver
 from core.outbox.breaker import Breaker
 from core.outbox.completer import Completer
 from core.platform.services import Services
+from core.platform.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +66,6 @@ class PassState:
     started: set[str] = field(default_factory=set)
     # Sends in flight per destination.
     gates: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    # The settings each organization's email goes out with (its own sender, or the
+    # installation's), read once per organization and pass (core/outbox/executor.py).
+    email_settings: dict[str, Settings] = field(default_factory=dict)

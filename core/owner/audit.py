@@ -42,6 +42,7 @@ UNCHANGING = frozenset(
         "destination.tested",
         "form.sampled",
         "stream.sampled",
+        "email_sender.tested",
     }
 )
 # Reads of one object recorded once per opening: the same actor's read of the same object

@@ -11,12 +11,14 @@ from psycopg.types.json import Json, Jsonb
 from pydantic import (
     BaseModel,
     ConfigDict,
+    EmailStr,
     Field,
     StringConstraints,
     field_validator,
 )
 
-from core.destinations.templates import template_errors
+from core.destinations.autoresponse import BUILT_IN as AUTORESPONSE_BUILT_IN
+from core.destinations.templates import placeholders, template_errors
 from core.platform.errors import InvalidInput, InvalidTemplate
 from core.platform.vocabulary import SchemaMode
 from core.spam.settings import SpamSecrets, SpamSettings, spam_settings
@@ -127,6 +129,35 @@ class AckEmail(BaseModel):
     text: str = Field(min_length=1, max_length=10_000)
 
 
+OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$")]
+
+
+class AutoresponseSettings(BaseModel):
+    """A confirmation email to the visitor (docs/autoresponse.md): to the valid address in
+    `to_field`, for accepted submissions only, bounded per recipient and day."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    to_field: FieldName = Field(description="the submitted field that holds the address")
+    subject: Annotated[OneLine, StringConstraints(min_length=1, max_length=200)] = Field(
+        default="Thanks, we received your message",
+        description="`{{field}}`, `{{form.name}}`, `{{receipt}}`, `{{submitted_at}}`",
+    )
+    text: str = Field(min_length=1, max_length=10_000, description="the plain-text body template")
+    html: bool = Field(default=False, description="also send the body as HTML (escaped)")
+    reply_to: EmailStr | None = Field(default=None, description="where the visitor's reply goes")
+    from_name: Annotated[OneLine, StringConstraints(max_length=100)] | None = Field(
+        default=None, description="the display name of the sender"
+    )
+    fields: list[FieldName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="the submitted fields whose values the templates may show; others render "
+        "empty and are refused in a template",
+    )
+
+
 class FormFields(BaseModel):
     """A form's settings as created; PATCH takes the same fields, each optional."""
 
@@ -152,6 +183,7 @@ class FormFields(BaseModel):
     file_fields: dict[FieldName, FileField] = Field(default_factory=dict, max_length=20)
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
+    autoresponse: AutoresponseSettings | None = None
     spam: SpamSettings = Field(
         default_factory=lambda: SpamSettings(), description="spam rules (docs/spam.md)"
     )
@@ -194,6 +226,7 @@ class FormPatch(BaseModel):
     file_fields: dict[FieldName, FileField] | None = None
     consent_field: FieldName | None = None
     ack_email: AckEmail | None = None
+    autoresponse: AutoresponseSettings | None = None
     spam: SpamSettings | None = None
     spam_secrets: SpamSecrets | None = Field(
         default=None,
@@ -223,6 +256,8 @@ def check_rules(fields: FormFields, *, allow_http_redirect: bool = False) -> Non
                     }
                 ],
             )
+    if fields.autoresponse is not None:
+        _check_autoresponse(fields.autoresponse)
     ack = fields.ack_email
     if ack is None:
         return
@@ -236,6 +271,22 @@ def check_rules(fields: FormFields, *, allow_http_redirect: bool = False) -> Non
         if problems:
             raise InvalidTemplate(
                 problems[0], [{"field": f"ack_email.{name}", "message": problems[0]}]
+            )
+
+
+def _check_autoresponse(reply: AutoresponseSettings) -> None:
+    """The templates hold only placeholders, each a listed field or a built-in one."""
+    allowed = {*reply.fields, *AUTORESPONSE_BUILT_IN}
+    for name in ("subject", "text"):
+        template = getattr(reply, name)
+        problems = template_errors(template) or [
+            f"{{{{{found}}}}} is not a listed field: add it to autoresponse.fields"
+            for found in placeholders(template)
+            if found not in allowed
+        ]
+        if problems:
+            raise InvalidTemplate(
+                problems[0], [{"field": f"autoresponse.{name}", "message": problems[0]}]
             )
 
 
@@ -254,6 +305,7 @@ def columns(fields: FormFields) -> dict[str, Any]:
         "file_fields": Jsonb({k: v.model_dump() for k, v in fields.file_fields.items()}),
         "consent_field": fields.consent_field,
         "ack_email": Jsonb(fields.ack_email.model_dump()) if fields.ack_email else None,
+        "autoresponse": (Jsonb(fields.autoresponse.model_dump()) if fields.autoresponse else None),
         "spam": Jsonb(fields.spam.model_dump()),
     }
 
@@ -273,6 +325,7 @@ def fields_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "file_fields": row["file_fields"],
         "consent_field": row["consent_field"],
         "ack_email": row["ack_email"],
+        "autoresponse": row["autoresponse"],
         "spam": spam_settings(row["spam"]).model_dump(),
     }
 

@@ -33,10 +33,23 @@ _clients: dict[tuple[object, ...], Any] = {}
 _lock = threading.Lock()
 
 
-def aws_client(service: str, bounds: Bounds, *, endpoint_url: str | None = None) -> Any:
+def aws_client(
+    service: str,
+    bounds: Bounds,
+    *,
+    endpoint_url: str | None = None,
+    account: tuple[str, str, str] | None = None,
+) -> Any:
     """The process's boto3 client for `service` (credentials, region and endpoint from the
-    environment unless `endpoint_url`), built on first use."""
-    key = (service, endpoint_url, bounds, *(os.environ.get(name) for name in _ENVIRONMENT))
+    environment unless `endpoint_url`, or `account`: region, access key id and secret key,
+    an organization's own SES), built on first use."""
+    key = (
+        service,
+        endpoint_url,
+        bounds,
+        account,
+        *(os.environ.get(name) for name in _ENVIRONMENT),
+    )
     client = _clients.get(key)
     if client is None:
         with _lock:
@@ -46,9 +59,19 @@ def aws_client(service: str, bounds: Bounds, *, endpoint_url: str | None = None)
                 from botocore.config import Config
 
                 build: Any = boto3.client  # typed per literal service name
+                own: dict[str, str] = {}
+                if account is not None:
+                    own = dict(
+                        zip(
+                            ("region_name", "aws_access_key_id", "aws_secret_access_key"),
+                            account,
+                            strict=True,
+                        )
+                    )
                 client = build(
                     service,
                     endpoint_url=endpoint_url,
+                    **own,
                     config=Config(
                         connect_timeout=bounds.connect,
                         read_timeout=bounds.read,

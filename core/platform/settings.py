@@ -64,6 +64,14 @@ class Settings:
     resend_api_key: Secret | None = None
     resend_api_url: str = "https://api.resend.com"
     smtp_url: Secret | None = None
+    # SES with credentials of its own (an organization's sender); unset: the AWS SDK's.
+    ses_region: str | None = None
+    ses_access_key_id: str | None = None
+    ses_secret_access_key: Secret | None = None
+    # Signed provider events that add addresses to the suppression list (docs/autoresponse.md):
+    # the Resend webhook's signing secret, the SNS topics whose SES events are believed.
+    resend_webhook_secret: Secret | None = None
+    ses_events_topic_arns: list[str] = field(default_factory=list)
     telegram_api_url: str = "https://api.telegram.org"
     turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
     hcaptcha_verify_url: str = "https://api.hcaptcha.com/siteverify"
@@ -216,6 +224,18 @@ def _flag(value: object) -> bool:
     raise ValueError("must be true or false")
 
 
+def _text_list(value: object) -> list[str]:
+    """A JSON list or a comma-separated list of names (SNS topic ARNs)."""
+    if isinstance(value, list):
+        items: object = value
+    else:
+        raw = _text(value).strip()
+        items = json.loads(raw) if raw.startswith("[") else raw.split(",")
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError("must be a list of names")
+    return [item.strip() for item in items if item.strip()]
+
+
 def _address_list(value: object) -> list[str]:
     """A JSON list (`["10.0.0.0/8"]`) or a comma-separated list of addresses or CIDRs."""
     if isinstance(value, list):
@@ -270,6 +290,11 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "resend_api_key": _secret,
     "resend_api_url": _http_url,
     "smtp_url": _secret,
+    "ses_region": _optional_text,
+    "ses_access_key_id": _optional_text,
+    "ses_secret_access_key": _secret,
+    "resend_webhook_secret": _secret,
+    "ses_events_topic_arns": _text_list,
     "telegram_api_url": _http_url,
     "turnstile_verify_url": _http_url,
     "hcaptcha_verify_url": _http_url,

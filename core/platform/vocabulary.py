@@ -67,7 +67,14 @@ MemberLinkKind = Literal["password_reset", "sign_in"]
 DeliveryStatus = Literal["pending", "sending", "sent", "failed", "dead", "skipped"]
 # deliveries.kind
 DeliveryKind = Literal[
-    "submission", "acknowledgement", "digest", "event", "notification", "account", "lifecycle"
+    "submission",
+    "acknowledgement",
+    "digest",
+    "event",
+    "notification",
+    "account",
+    "lifecycle",
+    "autoresponse",
 ]
 # deliveries.reason of a `skipped` delivery (no CHECK: a `dead` one's reason is its failure).
 DeliverySkipReason = Literal[
@@ -77,7 +84,14 @@ DeliverySkipReason = Literal[
     "destination_removed",
     "email_log_only",
     "submission_spam",
+    "autoresponse_limited",
+    "suppressed",
 ]
+# organization_email.provider, .smtp_tls: an organization's own email sender.
+EmailSenderProvider = Literal["smtp", "resend", "ses"]
+SmtpTls = Literal["starttls", "tls"]
+# email_suppressions.reason: why no autoresponse goes to a mailbox (docs/autoresponse.md).
+SuppressionReason = Literal["unsubscribed", "bounced", "complained"]
 # delivery_attempts.outcome: `fenced` when the claim had passed to another worker.
 AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]
 

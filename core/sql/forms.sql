@@ -2,12 +2,12 @@
 -- Create a form; the turnstile secret goes in but is never read back by the API.
 INSERT INTO forms (id, organization_id, name, accepting, allowed_origins, honeypot_field,
                    redirect_url, retention_days, rate_limit_max, rate_limit_per_seconds,
-                   schema_mode, labels, file_fields, consent_field, ack_email, spam, turnstile_secret,
-                   spam_secrets)
+                   schema_mode, labels, file_fields, consent_field, ack_email, autoresponse, spam,
+                   turnstile_secret, spam_secrets)
 VALUES (%(id)s, %(organization_id)s, %(name)s, %(accepting)s, %(allowed_origins)s,
         %(honeypot_field)s, %(redirect_url)s, %(retention_days)s, %(rate_limit_max)s,
         %(rate_limit_per_seconds)s, %(schema_mode)s, %(labels)s, %(file_fields)s,
-        %(consent_field)s, %(ack_email)s, %(spam)s, %(turnstile_secret)s,
+        %(consent_field)s, %(ack_email)s, %(autoresponse)s, %(spam)s, %(turnstile_secret)s,
         jsonb_strip_nulls(%(spam_secrets)s))
 RETURNING id
 
@@ -15,7 +15,8 @@ RETURNING id
 -- One live form as the API shows it (whether Turnstile is on, never its secret).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, autoresponse, spam,
+       turnstile_secret IS NOT NULL AS turnstile_enabled,
        jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
                           'recaptcha', spam_secrets ? 'recaptcha_secret',
                           'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
@@ -27,7 +28,8 @@ SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, reten
 -- Lock one live form's row for an update (the form as the API shows it).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, autoresponse, spam,
+       turnstile_secret IS NOT NULL AS turnstile_enabled,
        jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
                           'recaptcha', spam_secrets ? 'recaptcha_secret',
                           'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
@@ -40,7 +42,8 @@ SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, reten
 -- One page of the organization's live forms, by id, after a cursor.
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, autoresponse, spam,
+       turnstile_secret IS NOT NULL AS turnstile_enabled,
        jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
                           'recaptcha', spam_secrets ? 'recaptcha_secret',
                           'akismet', spam_secrets ? 'akismet_key') AS spam_checks,
@@ -60,7 +63,7 @@ UPDATE forms
        retention_days = %(retention_days)s, rate_limit_max = %(rate_limit_max)s,
        rate_limit_per_seconds = %(rate_limit_per_seconds)s, schema_mode = %(schema_mode)s,
        labels = %(labels)s, file_fields = %(file_fields)s, consent_field = %(consent_field)s,
-       ack_email = %(ack_email)s, spam = %(spam)s,
+       ack_email = %(ack_email)s, autoresponse = %(autoresponse)s, spam = %(spam)s,
        turnstile_secret = CASE WHEN %(set_turnstile)s THEN %(turnstile_secret)s
                                ELSE turnstile_secret END,
        spam_secrets = CASE WHEN %(clear_spam_secrets)s THEN '{}'::jsonb
@@ -154,7 +157,8 @@ SELECT version, schema, source, created_at
 -- The oldest live form of the installation (the local runner's start page shows it).
 SELECT id, name, accepting, allowed_origins, honeypot_field, redirect_url, retention_days,
        rate_limit_max, rate_limit_per_seconds, schema_mode, labels, file_fields,
-       consent_field, ack_email, spam, turnstile_secret IS NOT NULL AS turnstile_enabled,
+       consent_field, ack_email, autoresponse, spam,
+       turnstile_secret IS NOT NULL AS turnstile_enabled,
        jsonb_build_object('hcaptcha', spam_secrets ? 'hcaptcha_secret',
                           'recaptcha', spam_secrets ? 'recaptcha_secret',
                           'akismet', spam_secrets ? 'akismet_key') AS spam_checks,

@@ -160,6 +160,14 @@ DELETE FROM acknowledgement_counts
         WHERE day < (%(before)s AT TIME ZONE 'UTC')::date
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 
+-- name: prune_autoresponse_counts
+-- Up to `limit` per-mailbox autoresponse counts of UTC days before `before`'s deleted.
+DELETE FROM autoresponse_counts
+ WHERE (scope, recipient_hash, day) IN (
+       SELECT scope, recipient_hash, day FROM autoresponse_counts
+        WHERE day < (%(before)s AT TIME ZONE 'UTC')::date
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+
 -- name: prune_reset_counts
 -- Up to `limit` counts of password resets whose window started before `before` (it has
 -- ended: the next request starts a new one) deleted.

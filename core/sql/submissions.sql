@@ -103,8 +103,8 @@ UPDATE deliveries d
 -- Scrub what the submissions' deliveries (and the digests that listed them) kept of the
 -- receivers' answers, which may echo values: attempt excerpts go; a service's error text
 -- after an HTTP status (`http_400: …`) goes from the reason, the last detail, the
--- `delivery.*` events and the alert the delivery raised; an acknowledgement forgets its
--- recipient address.
+-- `delivery.*` events and the alert the delivery raised; an acknowledgement or an
+-- autoresponse forgets its recipient address (and its mailbox's hash).
 WITH touched AS (
     SELECT id FROM deliveries WHERE submission_id = ANY (%(ids)s::text[])
     UNION
@@ -119,8 +119,10 @@ WITH touched AS (
     UPDATE deliveries d
        SET reason = regexp_replace(d.reason, '(http_[0-9]{3}): .*?(\)?)$', '\1\2'),
            last_detail = regexp_replace(d.last_detail, '(http_[0-9]{3}): .*?(\)?)$', '\1\2'),
-           target = CASE WHEN d.kind = 'acknowledgement'
-                         THEN jsonb_build_object('to', '[]'::jsonb) ELSE d.target END
+           target = CASE WHEN d.kind IN ('acknowledgement', 'autoresponse')
+                         THEN jsonb_build_object('to', '[]'::jsonb) ELSE d.target END,
+           template = CASE WHEN d.kind = 'autoresponse' THEN d.template - 'unsubscribe'
+                           ELSE d.template END
       FROM touched t
      WHERE d.id = t.id
 ), attempt AS (

@@ -6,7 +6,7 @@
 SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeypot_field,
        f.redirect_url, f.retention_days, f.rate_limit_max, f.rate_limit_per_seconds,
        f.schema_mode, f.labels, f.file_fields, f.turnstile_secret, f.consent_field,
-       f.ack_email, f.spam, f.spam_secrets, f.revision, o.plan,
+       f.ack_email, f.autoresponse, f.spam, f.spam_secrets, f.revision, o.plan,
        s.version AS schema_version, s.schema, s.source AS schema_source,
        coalesce((SELECT sum(u.submissions) FROM usage_counters u
                   WHERE u.organization_id = f.organization_id AND u.month = %(month)s), 0)
@@ -49,7 +49,8 @@ SELECT id, payload_hash
 -- its attachments and the form's parts its deliveries send (`form_snapshot`), one delivery
 -- per live matching route (its target, secret version and route template: the body is built
 -- from the submission at send time, so the values are written once), the visitor's
--- acknowledgement email if one is due and under its daily cap, its events and the monthly
+-- acknowledgement email if one is due and under its daily cap, the form's autoresponse
+-- (`skipped` when its address is suppressed or over its daily bounds), its events and the monthly
 -- usage count (on one of its shards). The rate limit is counted here, under the lock of postbag_submit_gate
 -- (migrations/0010): when the client is over it, the `limited_*` variant the caller
 -- prepared is stored instead (quarantined, rate_limited). The post's duplicate fingerprints
@@ -218,6 +219,48 @@ WITH fresh AS MATERIALIZED (
            AS a(id text, target jsonb, template jsonb)
       JOIN destination_types t ON t.name = 'email'
     RETURNING id
+), autoresponse_suppressed AS (
+    SELECT EXISTS (SELECT 1 FROM email_suppressions
+                    WHERE recipient_hash = %(ar_recipient_hash)s::bytea) AS suppressed
+), autoresponse_organization AS (
+    -- One more autoresponse to this mailbox today from this organization, unless its bound
+    -- is reached: a concurrent submit to the same address waits for this row and re-checks.
+    INSERT INTO autoresponse_counts AS c (scope, recipient_hash, day, sent)
+    SELECT %(organization_id)s, %(ar_recipient_hash)s::bytea, %(today)s::date, 1
+      FROM submission s CROSS JOIN stored g CROSS JOIN autoresponse_suppressed x
+     WHERE %(ar_recipient_hash)s::bytea IS NOT NULL AND NOT g.limited AND NOT g.duplicated
+       AND NOT x.suppressed
+    ON CONFLICT (scope, recipient_hash, day)
+    DO UPDATE SET sent = c.sent + 1 WHERE c.sent < %(ar_organization_max)s
+    RETURNING 1
+), autoresponse_installation AS (
+    -- Then the installation's bound, across organizations (scope '').
+    INSERT INTO autoresponse_counts AS c (scope, recipient_hash, day, sent)
+    SELECT '', %(ar_recipient_hash)s::bytea, %(today)s::date, 1
+      FROM autoresponse_organization
+    ON CONFLICT (scope, recipient_hash, day)
+    DO UPDATE SET sent = c.sent + 1 WHERE c.sent < %(ar_installation_max)s
+    RETURNING 1
+), autoresponse AS (
+    -- The form's autoresponse (an accepted submission within the quota, a valid address):
+    -- pending within both bounds, else `skipped` with its reason; at most one per submission
+    -- (deliveries_one_autoresponse_idx).
+    INSERT INTO deliveries (id, organization_id, kind, submission_id, channel, status, reason,
+                            last_detail, max_attempts, next_attempt_at, target, template)
+    SELECT a.id, %(organization_id)s, 'autoresponse', s.id, t.name,
+           CASE WHEN v.reason IS NULL THEN 'pending' ELSE 'skipped' END, v.reason, v.reason,
+           t.max_attempts, %(now)s, a.target, a.template
+      FROM submission s
+     CROSS JOIN stored g
+     CROSS JOIN (SELECT CASE WHEN x.suppressed THEN 'suppressed'
+                             WHEN NOT EXISTS (SELECT 1 FROM autoresponse_installation)
+                             THEN 'autoresponse_limited' END AS reason
+                   FROM autoresponse_suppressed x) v
+     CROSS JOIN jsonb_to_recordset(%(autoresponses)s::jsonb)
+           AS a(id text, target jsonb, template jsonb)
+      JOIN destination_types t ON t.name = 'email'
+     WHERE NOT g.limited AND NOT g.duplicated
+    RETURNING id
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data)
     SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
@@ -266,7 +309,8 @@ WITH fresh AS MATERIALIZED (
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
-       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement) AS deliveries,
+       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement)
+       + (SELECT count(*) FROM autoresponse) AS deliveries,
        NULL::timestamptz AS retry_at
   FROM submission s
 UNION ALL

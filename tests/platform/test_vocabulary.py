@@ -24,6 +24,7 @@ from core.platform.vocabulary import (
     DeliveryStatus,
     DestinationHealth,
     DigestPeriod,
+    EmailSenderProvider,
     EraseReason,
     HistoryTable,
     HookEndReason,
@@ -35,11 +36,13 @@ from core.platform.vocabulary import (
     RouteMode,
     SchemaMode,
     SchemaSource,
+    SmtpTls,
     StreamEventReason,
     StreamEventStatus,
     SubmissionFlag,
     SubmissionReason,
     SubmissionStatus,
+    SuppressionReason,
     TickName,
     TrainingLabel,
 )
@@ -84,6 +87,9 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("organization_sso", "default_role", Role),
     ("invitations", "sender_kind", ActorKind),
     ("member_links", "kind", MemberLinkKind),
+    ("email_suppressions", "reason", SuppressionReason),
+    ("organization_email", "provider", EmailSenderProvider),
+    ("organization_email", "smtp_tls", SmtpTls),
 ]
 # A column's values are listed by its own CHECK (`<table>_<column>_check`, as Postgres
 # names it), except a submission's reason: with the status it goes with.

@@ -71,7 +71,7 @@ async def make_form(conn: Conn, tenant: Tenant, **columns: Any) -> str:
         "name": "Contact",
         **columns,
     }
-    _as_json(row, "labels", "file_fields", "ack_email")
+    _as_json(row, "labels", "file_fields", "ack_email", "autoresponse")
     await _insert(conn, "forms", row)
     return str(row["id"])
 

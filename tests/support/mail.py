@@ -20,6 +20,25 @@ from tests.support.settings import SENDER, with_settings
 Smtp = tuple[str, list[Envelope]]
 
 
+class Inbox:
+    """An SMTP peer's handler: refuses `nobody@…`, keeps the rest in `received`."""
+
+    def __init__(self) -> None:
+        self.received: list[Envelope] = []
+
+    async def handle_RCPT(
+        self, _server: Any, _session: Any, envelope: Envelope, address: str, _options: Any
+    ) -> str:
+        if address.startswith("nobody@"):
+            return "550 5.1.1 no such mailbox"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, _server: Any, _session: Any, envelope: Envelope) -> str:
+        self.received.append(envelope)
+        return "250 Message accepted for delivery"
+
+
 @contextmanager
 def smtp_peer(handler: Any) -> Iterator[str]:
     """A real SMTP server on loopback (aiosmtpd) answering with `handler`; its URL."""

@@ -73,6 +73,8 @@ INSERT INTO spam_training (submission_id, organization_id, label, tokens, traine
     VALUES (%(sub)s, %(org)s, 'spam', ARRAY['\\x0011223344556677'::bytea], now());
 INSERT INTO members (id, email) VALUES (%(mem)s, %(mem)s || '@example.test');
 INSERT INTO memberships (organization_id, member_id, role) VALUES (%(org)s, %(mem)s, 'owner');
+INSERT INTO organization_email (organization_id, provider, from_address, secret)
+    VALUES (%(org)s, 'resend', 'hello@seed.example', 're_seed');
 INSERT INTO dashboard_sessions (id, id_hash, organization_id, member_id, csrf_token)
     VALUES (%(ses)s, %(session)s, %(org)s, %(mem)s, repeat('c', 32));
 INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, sender_kind,

@@ -20,7 +20,7 @@ from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_o
 from core.http.dashboard.shared import page, target_text
 from core.http.deps import ServicesDep
 from core.outbox.wakeup import wake_deliveries
-from core.owner import destinations
+from core.owner import destinations, email_senders
 from core.owner.health import health_numbers, health_reading
 from core.platform.clock import utcnow
 from core.platform.errors import invalid_input
@@ -61,11 +61,17 @@ async def _destinations_page(
     session: SessionDep,
     test: dict[str, Any] | None = None,
     shown_secret: dict[str, str] | None = None,
+    *,
+    dns: bool = False,
 ) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
         found = await destinations.list_destinations(conn, scope, after=None, limit=500)
         rates = await destinations.success_rates(conn, scope, now=utcnow())
+        own = await email_senders.get_sender(conn, scope)
+    sender = email_senders.shown(own)
+    # Asked of the provider only on request (`?dns=1`): a page load makes no call out.
+    dns_found = await email_senders.dns_records(services.settings, own) if dns else None
     for row in found:
         adapter = ADAPTERS.get(row["type"])
         row["type_label"] = adapter.label if adapter else row["type"]
@@ -94,6 +100,8 @@ async def _destinations_page(
         form=destination_form(),
         test=test,
         shown_secret=shown_secret,
+        sender=sender,
+        dns_records=dns_found,
     )
 
 
@@ -110,9 +118,9 @@ async def _show_secret_once(
 
 @router.get("/destinations", dependencies=[page_needs("read")])
 async def destinations_list(
-    request: Request, services: ServicesDep, session: SessionDep
+    request: Request, services: ServicesDep, session: SessionDep, dns: bool = False
 ) -> Response:
-    return await _destinations_page(request, services, session)
+    return await _destinations_page(request, services, session, dns=dns)
 
 
 @router.post("/destinations", dependencies=[page_needs("configure", "destination.created")])

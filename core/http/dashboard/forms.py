@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, get_args
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from core.destinations.order import field_order
+from core.destinations.registry import ADAPTERS
+from core.destinations.sample import sample_payload
+from core.destinations.templates import template_errors
+from core.destinations.text import message
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.dashboard import schemas
 from core.http.dashboard import spam as spam_section
@@ -24,6 +30,7 @@ from core.http.deps import NowDep, ServicesDep
 from core.owner import destinations, forms, routes
 from core.owner.changes import Change
 from core.owner.form_settings import FormFields, FormPatch, fields_of
+from core.owner.routes import RoutePatch, Template
 from core.owner.spam_report import spam_report
 from core.platform.errors import InvalidInput, invalid_input
 from core.platform.services import Services
@@ -48,6 +55,7 @@ SETTING_INPUTS: Mapping[str, tuple[str, ...]] = {
     "file_fields": ("file_fields",),
     "consent_field": ("consent_field",),
     "ack_email": ("ack_email",),
+    "autoresponse": ("autoresponse",),
 }
 
 
@@ -95,6 +103,7 @@ def _form_settings(form: Mapping[str, Any]) -> dict[str, Any]:
         "file_fields": _json(form, "file_fields", {}),
         "consent_field": str(form.get("consent_field") or "") or None,
         "ack_email": _json(form, "ack_email", None),
+        "autoresponse": _json(form, "autoresponse", None),
     }
     secret = str(form.get("turnstile_secret") or "")
     if secret:
@@ -124,6 +133,7 @@ def _inputs(settings: Mapping[str, Any]) -> dict[str, str]:
         "file_fields": _json_text(settings["file_fields"]),
         "consent_field": settings["consent_field"] or "",
         "ack_email": _json_text(settings["ack_email"]),
+        "autoresponse": _json_text(settings["autoresponse"]),
     }
 
 
@@ -200,6 +210,17 @@ async def form_create(change: ChangeDep, services: ServicesDep, posted: CheckedF
 async def form_detail(
     request: Request, services: ServicesDep, session: SessionDep, now: NowDep, form_id: str
 ) -> Response:
+    return await _form_page(request, services, session, now, form_id)
+
+
+async def _form_page(
+    request: Request,
+    services: Services,
+    session: SessionDep,
+    now: datetime,
+    form_id: str,
+    preview: Mapping[str, Any] | None = None,
+) -> Response:
     scope = session.scope
     async with services.db.scoped(scope) as conn:
         form = await forms.get_form(conn, scope, form_id=form_id)
@@ -229,6 +250,8 @@ async def form_detail(
         routes=form_routes,
         destinations=dests,
         destination_names=names,
+        templated={name for name, adapter in ADAPTERS.items() if adapter.templates},
+        preview=preview,
         inputs=_inputs(fields_of(form)),
         schema_modes=SCHEMA_MODES,
         schema=schema,
@@ -236,6 +259,60 @@ async def form_detail(
         spam_inputs=spam_section.spam_inputs(form["spam"]),
         spam_secrets=spam_section.SECRETS,
     )
+
+
+def _posted_template(posted: Mapping[str, Any]) -> dict[str, str | None]:
+    return {name: _text(posted.get(name)) or None for name in ("subject", "text")}
+
+
+@router.post("/forms/{form_id}/routes/{route_id}/preview", dependencies=[page_needs("configure")])
+async def route_template_preview(
+    request: Request,
+    services: ServicesDep,
+    session: SessionDep,
+    now: NowDep,
+    posted: CheckedForm,
+    form_id: str,
+    route_id: str,
+) -> Response:
+    """The form page with a route's notification template as the sample submission would
+    render it (nothing stored)."""
+    template = _posted_template(posted)
+    problems = [p for value in template.values() if value for p in template_errors(value)]
+    async with services.db.scoped(session.scope) as conn:
+        form = await forms.get_form(conn, session.scope, form_id=form_id)
+    sample = sample_payload(now)
+    labels = form["labels"] or {}
+    subject, text = message(
+        sample,
+        {
+            **template,
+            "labels": labels,
+            "form_name": form["name"],
+            "field_order": field_order(sample["values"], None, labels),
+        },
+    )
+    preview = {"route": route_id, **template, "rendered_subject": subject, "rendered_text": text}
+    if problems:
+        preview["error"] = problems[0]
+    return await _form_page(request, services, session, now, form_id, preview=preview)
+
+
+@router.post(
+    "/forms/{form_id}/routes/{route_id}/template",
+    dependencies=[page_needs("configure", "route.updated")],
+)
+async def route_template_save(
+    change: ChangeDep, posted: CheckedForm, form_id: str, route_id: str
+) -> Response:
+    """Save a route's notification template (both empty: the default message)."""
+    template = _posted_template(posted)
+    try:
+        patch = RoutePatch(template=Template(**template) if any(template.values()) else None)
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    await routes.update_route(change, route_id=route_id, patch=patch)
+    return see_other(f"/app/forms/{form_id}")
 
 
 @router.post("/forms/{form_id}", dependencies=[page_needs("configure", "form.updated")])

@@ -16,6 +16,7 @@ from core.http.v1.shared import Page, PageDep, problems
 from core.owner import forms
 from core.owner.form_settings import (
     AckEmail,
+    AutoresponseSettings,
     FileField,
     FormFields,
     FormPatch,
@@ -53,6 +54,7 @@ class Form(BaseModel):
     file_fields: dict[str, FileField]
     consent_field: str | None
     ack_email: AckEmail | None
+    autoresponse: AutoresponseSettings | None
     spam: SpamSettings
     spam_checks: SpamChecks
     turnstile_enabled: bool

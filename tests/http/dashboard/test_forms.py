@@ -10,7 +10,7 @@ from typing import Any, get_args
 from core.platform.db import Conn
 from core.platform.services import Services
 from core.platform.vocabulary import SchemaMode
-from tests.support.builders import make_form, make_tenant
+from tests.support.builders import make_form, make_route_to, make_tenant
 from tests.support.dashboard import dashboard_client, sign_in
 from tests.support.records import rows
 
@@ -189,3 +189,50 @@ async def test_forms__a_refused_save_names_the_field_and_changes_nothing(
     assert stale.status_code == 422 and "reload" in stale.text
     (form,) = await rows(conn, "SELECT name, schema_mode FROM forms WHERE id = %(id)s", id=form_id)
     assert form["name"] == "Contact" and form["schema_mode"] == "observe"
+
+
+async def test_forms__the_page_saves_and_shows_the_autoresponse(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant)
+    url = f"/app/forms/{form_id}"
+    reply = {"to_field": "email", "subject": "Thanks {{name}}", "text": "Hi", "fields": ["name"]}
+    async with dashboard_client(services) as client:
+        await sign_in(client, tenant.key)
+        posted = _read((await client.get(url)).text, url).fields
+        assert posted["autoresponse"] == ""
+        response = await client.post(url, data=posted | {"autoresponse": json.dumps(reply)})
+        assert response.status_code == 303, response.text
+        shown = _read((await client.get(url)).text, url).fields
+    assert json.loads(shown["autoresponse"])["subject"] == "Thanks {{name}}"
+    (form,) = await rows(conn, "SELECT autoresponse FROM forms WHERE id = %(id)s", id=form_id)
+    assert form["autoresponse"]["to_field"] == "email" and form["autoresponse"]["enabled"]
+
+
+async def test_forms__an_email_routes_message_is_previewed_from_the_sample_then_saved(
+    services: Services, conn: Conn
+) -> None:
+    tenant = await make_tenant(conn)
+    form_id = await make_form(conn, tenant, labels={"message": "Your message"})
+    _, route = await make_route_to(
+        conn, tenant, form_id, type="email", config={"to": ["owner@example.com"]}, secrets=()
+    )
+    url = f"/app/forms/{form_id}"
+    action = f"{url}/routes/{route}"
+    template = {"subject": "From {{email}}", "text": "They wrote: {{message}}"}
+    async with dashboard_client(services) as client:
+        await sign_in(client, tenant.key)
+        posted = _read((await client.get(url)).text, f"{action}/template").fields
+        assert posted["subject"] == "" and posted["text"] == ""
+        shown = await client.post(f"{action}/preview", data=posted | template)
+        assert shown.status_code == 200, shown.text
+        assert "<strong>From visitor@example.com</strong>" in shown.text
+        assert "They wrote: A test from Postbag." in shown.text
+        bad = await client.post(f"{action}/preview", data=posted | {"subject": "{{ a | b }}"})
+        assert "only {{field}} placeholders are allowed" in bad.text
+        # The preview stored nothing; saving does.
+        assert await rows(conn, "SELECT template FROM routes") == [{"template": None}]
+        saved = await client.post(f"{action}/template", data=posted | template)
+        assert saved.status_code == 303, saved.text
+    assert await rows(conn, "SELECT template FROM routes") == [{"template": template}]

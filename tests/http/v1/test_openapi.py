@@ -70,6 +70,8 @@ def test_openapi__every_list_is_a_typed_page() -> None:
         "/v1/organization/sso",
         "/v1/organization/policy",
         "/v1/audit/export",
+        "/v1/organization/email",
+        "/v1/organization/email/dns",
         "/v1/submissions/export.csv",
         "/v1/forms/{form_id}/spam",
         # Samples: the newest few bodies, never paged (docs/hooks.md#sample-data).

@@ -88,6 +88,12 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "allowed_domains": ["scoping.example"],
     },
     ("PUT", "/v1/organization/policy"): {"two_factor_required": False},
+    ("PUT", "/v1/organization/email"): {
+        "provider": "smtp",
+        "from_address": "intruder@example.com",
+        "smtp": {"host": "127.0.0.1", "port": 2525},
+    },
+    ("POST", "/v1/organization/email/test"): {"to": "intruder@example.com"},
 }
 
 # An operation that succeeds only on another object of the kind its path names.
@@ -254,6 +260,7 @@ async def _snapshot(client: httpx.AsyncClient, who: Tenant, ids: dict[str, str])
         "/v1/invitations",
         "/v1/usage",
         "/v1/organization",
+        "/v1/organization/email",
     ]
     seen = [(await client.get(path, headers=who.headers)).json() for path in paths]
     for key in seen[paths.index("/v1/keys")]["data"]:
