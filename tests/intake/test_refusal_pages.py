@@ -135,13 +135,17 @@ def test_refusal_page__a_browser_posting_to_a_closed_form_reads_it_and_goes_back
     from tests.http.dashboard.test_browser import (
         CHROMIUM_ARGS,
         _chromium,
+        _smtp,
         other_origin,
         postbag,
         sync_api,
     )
 
     executable = _chromium()
-    with postbag(db_url, tmp_path, smtp_server[0]) as app, other_origin() as site:
+    with (
+        postbag(db_url, tmp_path, **_smtp(smtp_server[0])) as app,
+        other_origin() as site,
+    ):
 
         async def closed_form() -> str:
             conn = await connect(db_url)

@@ -351,7 +351,7 @@ def test_dashboard_in_a_real_browser(
         site.action = f"{app.url}/s/{form_id}"
         visitor = context.new_page()
         visitor.goto(site.url)
-        visitor.get_by_label("Email").fill("ada@example.com")
+        visitor.get_by_label("Email", exact=True).fill("ada@example.com")
         visitor.get_by_label("Message").fill(MESSAGE)
         visitor.get_by_role("button", name="Send").click()
         expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
@@ -393,12 +393,12 @@ def test_dashboard_in_a_real_browser(
         # Two more arrive: another message, and a bot filling the honeypot (spam).
         visitor = context.new_page()
         visitor.goto(site.url)
-        visitor.get_by_label("Email").fill("grace@example.com")
+        visitor.get_by_label("Email", exact=True).fill("grace@example.com")
         visitor.get_by_label("Message").fill("Do you repair tandems?")
         visitor.get_by_role("button", name="Send").click()
         expect(visitor.get_by_text(re.compile("sub_"))).to_be_visible()
         visitor.goto(site.url)
-        visitor.get_by_label("Email").fill("bot@example.net")
+        visitor.get_by_label("Email", exact=True).fill("bot@example.net")
         visitor.get_by_label("Message").fill("Cheap watches")
         visitor.evaluate("document.querySelector('[name=_gotcha]').value = 'x'")
         visitor.get_by_role("button", name="Send").click()
@@ -472,7 +472,7 @@ def test_inviting_a_teammate_through_the_development_mailbox(
         # The owner invites a teammate on the Members page.
         menu = page.get_by_role("navigation", name="Main")
         menu.get_by_role("link", name="Members").click()
-        page.get_by_label("Email").fill(teammate)
+        page.get_by_label("Email", exact=True).fill(teammate)
         page.get_by_label("Role", exact=True).select_option("operator")
         page.get_by_role("button", name="Send invitation").click()
         expect(page.locator("tr", has_text=teammate)).to_contain_text("operator")
@@ -512,9 +512,9 @@ def test_inviting_a_teammate_through_the_development_mailbox(
         # Signed out, the teammate signs in again with the password chosen.
         mail.get_by_role("button", name="Sign out").click()
         expect(mail.get_by_role("heading", name="Sign in")).to_be_visible()
-        mail.get_by_label("Email").fill(teammate)
+        mail.get_by_label("Email", exact=True).fill(teammate)
         mail.get_by_label("Password").fill(password)
-        mail.get_by_role("button", name="Sign in").click()
+        mail.get_by_role("button", name="Sign in", exact=True).click()
         expect(mail.get_by_role("heading", name="Inbox")).to_be_visible()
 
         # The owner sees the teammate as a member.
