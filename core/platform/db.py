@@ -9,11 +9,13 @@ costs no round trip for a connection in steady use: see `Database._check`.
 from __future__ import annotations
 
 import asyncio
+import math
 import select
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import psycopg
@@ -21,6 +23,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from core.platform.errors import Unavailable
+from core.platform.queries import queries
 from core.platform.scope import OrgScope
 
 Conn: TypeAlias = psycopg.AsyncConnection[DictRow]
@@ -30,6 +33,18 @@ _UNAVAILABLE = (psycopg.OperationalError, psycopg.errors.AdminShutdown, PoolTime
 
 # A pooled connection unused for longer than this is pinged before it is handed out.
 IDLE_PING_SECONDS = 5.0
+
+# A process measures its read replica's lag at most once in this many seconds; the reads in
+# between answer with the last measurement.
+LAG_MEASURED_EVERY = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLag:
+    """How far the read replica was behind the primary when last measured, in seconds; None
+    when the replica does not report it (Aurora's and Neon's replicas may not)."""
+
+    seconds: float | None
 
 
 async def _configure(conn: Conn) -> None:
@@ -92,6 +107,9 @@ class Database:
         self._loop: asyncio.AbstractEventLoop | None = None
         # When each pooled connection was last given back (monotonic seconds).
         self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+        # This server's lag behind its primary as last measured, and when (monotonic).
+        self._lag = ReplicaLag(None)
+        self._lag_at = -math.inf
 
     async def _check(self, conn: Conn) -> None:
         """The pool's check before handing out `conn`: raise if it is dead.
@@ -195,11 +213,36 @@ class Database:
         right after its reader's own change). For what may lag a moment: lists, searches,
         exports, counts; never for what a decision or a change reads. Read-only on the
         primary too, so a write routed here fails everywhere, not only with a replica."""
-        source = self if fresh or self._reader is None else self._reader
-        async with source.connection() as conn, conn.transaction():
+        async with self._read_source(fresh).connection() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION READ ONLY")
             await enter_scope(conn, scope)
             yield conn
+
+    def _read_source(self, fresh: bool) -> Database:
+        """The database `reading(fresh=fresh)` reads from."""
+        return self if fresh or self._reader is None else self._reader
+
+    async def replica_lag(self, *, fresh: bool = False) -> ReplicaLag | None:
+        """How far behind the primary `reading(fresh=fresh)` reads: None when they come
+        from the primary. Measured on the replica at most once every LAG_MEASURED_EVERY
+        seconds per process, so a read costs no extra round trip in between."""
+        source = self._read_source(fresh)
+        if source is self:
+            return None
+        if time.monotonic() - source._lag_at >= LAG_MEASURED_EVERY:
+            source._lag = await source._measure_lag()
+            source._lag_at = time.monotonic()
+        return source._lag
+
+    async def _measure_lag(self) -> ReplicaLag:
+        try:
+            row = await self.fetch_one(queries["replica_lag"], {})
+        except psycopg.Error:
+            # A managed replica that refuses the recovery functions (connection trouble
+            # raises `Unavailable` instead, as every read does): its lag is not known.
+            return ReplicaLag(None)
+        seconds = row["seconds"] if row is not None else None
+        return ReplicaLag(None if seconds is None else float(seconds))
 
     def connection_counts(self) -> dict[str, int]:
         """The pool's connections by state (`idle`, `in_use`) and the requests `waiting`

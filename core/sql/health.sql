@@ -34,3 +34,14 @@ ON CONFLICT (worker_id, tick) DO UPDATE
    SET last_beat_at = greatest(worker_heartbeats.last_beat_at, EXCLUDED.last_beat_at),
        last_pass = CASE WHEN EXCLUDED.last_beat_at >= worker_heartbeats.last_beat_at
                         THEN EXCLUDED.last_pass ELSE worker_heartbeats.last_pass END
+
+-- name: replica_lag
+-- How many seconds this server's data is behind its primary's: 0 on a primary, and on a
+-- standby that has applied all the changes it received (an idle primary sends none, so the
+-- time since the last one applied is no lag); else the time since the last change applied.
+-- Null where a managed replica does not report when it applied a change.
+SELECT CASE
+         WHEN NOT pg_is_in_recovery() THEN 0
+         WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+         ELSE greatest(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))
+       END AS seconds

@@ -21,6 +21,8 @@ from core.submissions import records
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 PAGE_SIZE = 50
+# Past this lag (seconds) of the read replica, the inbox says how old what it shows is.
+LAG_NOTICE_SECONDS = 5.0
 
 
 @router.get("", dependencies=[page_needs("read")])
@@ -42,7 +44,9 @@ async def inbox(
     if q is not None:
         require(session.actor, "read_values")  # the words found are the values
         audit_as(request, action="submission.searched", subject=form or scope.organization_id)
-    async with services.db.reading(scope, fresh=reads_fresh(request)) as conn:
+    fresh = reads_fresh(request)
+    lag = await services.db.replica_lag(fresh=fresh)
+    async with services.db.reading(scope, fresh=fresh) as conn:
         rows = await records.list_submissions(
             conn,
             scope,
@@ -83,6 +87,11 @@ async def inbox(
         q=q,
         export_href=f"/app/export.csv?{urlencode({'form': form})}" if form else None,
         next_href=next_href,
+        lag_seconds=(
+            round(lag.seconds)
+            if lag is not None and lag.seconds is not None and lag.seconds > LAG_NOTICE_SECONDS
+            else None
+        ),
     )
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from core.http.access import AuditedRoute
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import Page, problems
+from core.http.v1.shared import REPLICA_READ, Page, problems, replica_lag_headers
 from core.owner.events import list_events
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
@@ -43,8 +43,9 @@ def _start(cursor: str | None, after: int | None) -> int:
     return position[0]
 
 
-@router.get("/events", dependencies=[needs("read")], responses=problems(422))
+@router.get("/events", dependencies=[needs("read")], responses={**problems(422), **REPLICA_READ})
 async def events_list(
+    response: Response,
     scope: ScopeDep,
     services: ServicesDep,
     cursor: str | None = None,
@@ -56,6 +57,7 @@ async def events_list(
     """Events oldest first; pass `next_cursor` back as `cursor` for the next page. `after`
     (an event id) starts after that event: poll with the last id you saw."""
     start = _start(cursor, after)
+    response.headers.update(replica_lag_headers(await services.db.replica_lag()))
     async with services.db.reading(scope) as conn:
         page = await list_events(conn, scope, after=start, limit=limit + 1)
     more = len(page) > limit

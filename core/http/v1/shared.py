@@ -1,4 +1,5 @@
-"""What every `/v1` router shares: problem responses for OpenAPI, and cursor pages."""
+"""What every `/v1` router shares: problem responses for OpenAPI, cursor pages, and the
+header of a read the read replica served."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any, Generic, TypeVar
 from fastapi import Depends, Query
 from pydantic import BaseModel, Field
 
+from core.platform.db import ReplicaLag
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
 
@@ -91,6 +93,31 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None = Field(
         description="pass as `cursor` to get the next page; null on the last page"
     )
+
+
+# On an answer read from the read replica (docs/scale.md): how far behind the primary it was.
+REPLICA_LAG_HEADER = "Postbag-Replica-Lag"
+REPLICA_READ: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            REPLICA_LAG_HEADER: {
+                "description": (
+                    "present when the answer was read from the read replica "
+                    "(`POSTBAG_READ_DATABASE_URL`): the seconds it was behind the primary "
+                    "(`0.0` caught up, `2.4`), or `unknown` when the replica does not say"
+                ),
+                "schema": {"type": "string"},
+            }
+        }
+    }
+}
+
+
+def replica_lag_headers(lag: ReplicaLag | None) -> dict[str, str]:
+    """The header of an answer read with this lag (none when the primary served it)."""
+    if lag is None:
+        return {}
+    return {REPLICA_LAG_HEADER: "unknown" if lag.seconds is None else f"{lag.seconds:.1f}"}
 
 
 @dataclass(frozen=True, slots=True)

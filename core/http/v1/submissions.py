@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
 from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
-from core.http.v1.shared import Page, problems
+from core.http.v1.shared import REPLICA_READ, Page, problems, replica_lag_headers
 from core.owner.roles import require
 from core.platform.ids import id_pattern
 from core.platform.pagination import (
@@ -49,9 +49,12 @@ class SubmissionSummary(BaseModel):
     values_state: Literal["present", "erased", "expired"]
 
 
-@router.get("/submissions", dependencies=[needs("read")], responses=problems(422))
+@router.get(
+    "/submissions", dependencies=[needs("read")], responses={**problems(422), **REPLICA_READ}
+)
 async def submissions_list(
     request: Request,
+    response: Response,
     access: AccessDep,
     services: ServicesDep,
     now: NowDep,
@@ -81,6 +84,7 @@ async def submissions_list(
             request, action="submission.searched", subject=form or access.scope.organization_id
         )
     scope = access.scope
+    response.headers.update(replica_lag_headers(await services.db.replica_lag()))
     async with services.db.reading(scope) as conn:
         page = await list_submissions(
             conn,
@@ -107,7 +111,7 @@ async def submissions_list(
     "/submissions/export.csv",
     dependencies=[needs("read_values", "export.downloaded", subject="form")],
     response_class=StreamingResponse,
-    responses=problems(404, 422),
+    responses={**problems(404, 422), **REPLICA_READ},
 )
 async def submissions_export(
     scope: ScopeDep,
@@ -126,10 +130,14 @@ async def submissions_export(
     async with services.db.scoped(scope) as conn:
         fields = await export_fields(conn, scope, form, now=now)
         start = await resume_after(conn, scope, form, after) if after else FROM_THE_START
+    lag = await services.db.replica_lag()
     return StreamingResponse(
         export_csv(services.db, scope, form, fields, now=now, start=start, limit=limit),
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{form}.csv"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{form}.csv"',
+            **replica_lag_headers(lag),
+        },
     )
 
 

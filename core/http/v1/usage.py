@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from core.http.access import AuditedRoute
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import problems
+from core.http.v1.shared import REPLICA_READ, problems, replica_lag_headers
 from core.owner import usage
 
 router = APIRouter(tags=["usage"], responses=problems(401, 503), route_class=AuditedRoute)
@@ -50,9 +50,12 @@ class Usage(BaseModel):
     limits: Limits
 
 
-@router.get("/usage", dependencies=[needs("read")])
-async def get_usage(scope: ScopeDep, services: ServicesDep, now: NowDep) -> Usage:
+@router.get("/usage", dependencies=[needs("read")], responses=REPLICA_READ)
+async def get_usage(
+    response: Response, scope: ScopeDep, services: ServicesDep, now: NowDep
+) -> Usage:
     """The plan, its limits, this month's counted submissions, live forms and destinations."""
+    response.headers.update(replica_lag_headers(await services.db.replica_lag()))
     async with services.db.reading(scope) as conn:
         found = await usage.get_usage(conn, scope, now=now)
     plan = found.plan

@@ -1,7 +1,8 @@
 """A read replica (`POSTBAG_READ_DATABASE_URL`) serves lists, searches, exports and counts;
 the primary everything a decision or a change reads, and a browser's pages right after its
 own change. The replica here is a copy of the test's database taken before the changes,
-reached read-only: a replica that never catches up, so every read shows where it went."""
+reached read-only: a replica that never catches up, so every read shows where it went. A
+real streaming standby, its replay paused and resumed, is `test_read_replica_standby.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from core.http.access import WROTE_COOKIE
-from core.platform.db import connect
+from core.http.v1.shared import REPLICA_LAG_HEADER, replica_lag_headers
+from core.platform.db import ReplicaLag, connect
 from core.platform.services import Services
 from tests.support.api import api_client
 from tests.support.builders import Tenant, make_form, make_submission, make_tenant
@@ -64,10 +66,34 @@ async def test_read_replica__lists_read_it_and_a_single_submission_reads_the_pri
         assert listed.status_code == 200, listed.text
         # The replica has not seen the new one yet; the receipt is read from the primary.
         assert [row["id"] for row in listed.json()["data"]] == [old]
+        # A server that is no standby is behind nothing.
+        assert listed.headers[REPLICA_LAG_HEADER] == "0.0"
         one = await client.get(f"/v1/submissions/{new}")
         assert one.status_code == 200, one.text
-        usage = await client.get("/v1/usage")
-        assert usage.status_code == 200, usage.text
+        assert REPLICA_LAG_HEADER not in one.headers
+        for path in ("/v1/usage", "/v1/events", f"/v1/submissions/export.csv?form={form}"):
+            answer = await client.get(path)
+            assert answer.status_code == 200, answer.text
+            assert answer.headers[REPLICA_LAG_HEADER] == "0.0", path
+
+
+async def test_read_replica__without_one_no_answer_names_a_lag(
+    services: Services, conn: psycopg.AsyncConnection[dict[str, object]]
+) -> None:
+    tenant = await make_tenant(conn)
+    form = await make_form(conn, tenant)
+    await make_submission(conn, tenant, form, {"name": "Ada"})
+    async with api_client(services, tenant.key) as client:
+        for path in ("/v1/submissions", "/v1/usage", "/v1/events"):
+            answer = await client.get(path)
+            assert answer.status_code == 200, answer.text
+            assert REPLICA_LAG_HEADER not in answer.headers, path
+
+
+def test_read_replica__a_lag_the_replica_does_not_report_is_unknown() -> None:
+    assert replica_lag_headers(ReplicaLag(None)) == {REPLICA_LAG_HEADER: "unknown"}
+    assert replica_lag_headers(ReplicaLag(2.449)) == {REPLICA_LAG_HEADER: "2.4"}
+    assert replica_lag_headers(None) == {}
 
 
 async def test_read_replica__a_write_routed_to_it_fails(
