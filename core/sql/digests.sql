@@ -47,7 +47,7 @@ WITH digest AS (
                          submission_count, created_at)
     VALUES (%(id)s, %(organization_id)s, %(route_id)s, %(period_key)s, %(start)s, %(end)s,
             %(count)s, %(now)s)
-    ON CONFLICT (route_id, period_key) DO NOTHING
+    ON CONFLICT ON CONSTRAINT digests_route_period_key DO NOTHING
     RETURNING id
 ), delivery AS (
     INSERT INTO deliveries (id, organization_id, kind, digest_id, route_id, destination_id,

@@ -91,4 +91,4 @@ SELECT r.id, r.filter, r.total, r.per_second, r.created_at,
   FROM replays r
   LEFT JOIN deliveries d ON d.replay_id = r.id AND d.organization_id = r.organization_id
  WHERE r.id = %(id)s AND r.organization_id = %(organization_id)s
- GROUP BY r.id
+ GROUP BY r.id, r.organization_id

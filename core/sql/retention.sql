@@ -61,7 +61,7 @@ SELECT "values", received_at FROM submissions
 -- Inference has read a form's submissions received up to `through`.
 INSERT INTO schema_inference (form_id, organization_id, scanned_through)
 VALUES (%(form_id)s, %(organization_id)s, %(through)s)
-ON CONFLICT (form_id) DO UPDATE
+ON CONFLICT ON CONSTRAINT schema_inference_pkey DO UPDATE
     SET scanned_through = greatest(schema_inference.scanned_through, excluded.scanned_through)
 
 -- name: append_suggested_schema
@@ -70,7 +70,7 @@ ON CONFLICT (form_id) DO UPDATE
 WITH added AS (
     INSERT INTO form_schemas (organization_id, form_id, version, schema, source, created_at)
     VALUES (%(organization_id)s, %(form_id)s, %(version)s, %(schema)s, 'suggested', %(now)s)
-    ON CONFLICT (form_id, version) DO NOTHING
+    ON CONFLICT ON CONSTRAINT form_schemas_form_version_key DO NOTHING
     RETURNING version
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data, created_at)

@@ -77,7 +77,7 @@ DO UPDATE SET spam_docs = greatest(m.spam_docs + %(spam)s, 0),
 -- Record what a submission taught the model now.
 INSERT INTO spam_training (submission_id, organization_id, label, tokens, trained_at)
 VALUES (%(submission_id)s, %(organization_id)s, %(label)s, %(tokens)s::bytea[], %(now)s)
-ON CONFLICT (submission_id)
+ON CONFLICT ON CONSTRAINT spam_training_pkey
 DO UPDATE SET label = excluded.label, tokens = excluded.tokens, trained_at = excluded.trained_at
 
 -- name: prune_spam_tokens

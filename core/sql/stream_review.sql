@@ -40,7 +40,8 @@ WITH planned AS (
         ON d.id = r.destination_id AND d.organization_id = r.organization_id
        AND d.deleted_at IS NULL
       JOIN destination_types t ON t.name = d.type
-    ON CONFLICT (event_id, stream_route_id) WHERE event_id IS NOT NULL DO NOTHING
+    ON CONFLICT (event_id, stream_route_id, organization_id) WHERE event_id IS NOT NULL
+    DO NOTHING
     RETURNING id
 ), released AS (
     UPDATE stream_events

@@ -163,7 +163,7 @@ WITH fresh AS MATERIALIZED (
            CASE WHEN g.limited OR g.duplicated THEN NULL
                 ELSE %(ham_due_at)s::timestamptz END
       FROM stored g
-    ON CONFLICT (form_id, idempotency_key) DO NOTHING
+    ON CONFLICT ON CONSTRAINT submissions_form_idempotency_key DO NOTHING
     RETURNING id, status, reason
 ), attachment AS (
     INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
@@ -282,7 +282,7 @@ WITH fresh AS MATERIALIZED (
      CROSS JOIN stored g
      CROSS JOIN jsonb_to_recordset(%(drift)s::jsonb) AS x(path text, keyword text)
      WHERE NOT g.limited AND NOT g.duplicated
-    ON CONFLICT (form_id, hour, path, keyword)
+    ON CONFLICT ON CONSTRAINT schema_drift_key
     DO UPDATE SET count = d.count + 1, last_seen = greatest(d.last_seen, excluded.last_seen)
     RETURNING d.path, d.keyword, d.count
 ), drift_event AS (

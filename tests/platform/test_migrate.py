@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from core.destinations.registry import DESTINATION_TYPES
-from core.platform.db import connect
+from core.platform.db import Conn, connect
 from core.platform.errors import MigrationError
 from core.platform.migrate import MIGRATIONS_DIR, discover, migrate
 from tests.support.builders import make_destination, make_tenant
 from tests.support.cli import subprocess_env
 from tests.support.records import rows
+from tests.support.seed import seed_organization
 
 
 async def test_migrate__twice_is_a_no_op(empty_db_url: str) -> None:
@@ -112,3 +114,59 @@ async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
     finally:
         await conn.close()
     assert live == [{"id": "srt_kept"}]
+
+
+async def test_migrate__0062_keys_a_populated_installation_by_organization(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, directory)
+    keys = directory / "0062_distribution_keys.sql"
+    held = keys.read_text()
+    keys.unlink()
+    conn = await connect(empty_db_url)
+    try:
+        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
+        ids = await seed_organization(conn)
+        before = await _row_counts(conn)
+        keys.write_text(held)
+        assert await migrate(conn, directory, destination_types=DESTINATION_TYPES) == [
+            "0062_distribution_keys.sql"
+        ]
+        after = await _row_counts(conn)
+        key = await rows(
+            conn,
+            "SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint"
+            " WHERE conname = 'submissions_form_idempotency_key'",
+        )
+        # The foreign keys added again on the new keys still cascade an erasure.
+        await conn.execute("DELETE FROM submissions WHERE id = %(sub)s", ids)
+        left = await rows(
+            conn,
+            "SELECT (SELECT count(*) FROM deliveries WHERE submission_id = %(sub)s) AS deliveries,"
+            " (SELECT count(*) FROM attachments WHERE submission_id = %(sub)s) AS attachments,"
+            " (SELECT count(*) FROM delivery_attempts WHERE delivery_id = %(dlv)s) AS attempts",
+            **ids,
+        )
+    finally:
+        await conn.close()
+    assert after == before
+    assert key == [{"definition": "UNIQUE (idempotency_key, form_id, organization_id)"}]
+    assert left == [{"deliveries": 0, "attachments": 0, "attempts": 0}]
+
+
+async def _row_counts(conn: Conn) -> dict[str, int]:
+    tables = await rows(
+        conn,
+        "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace"
+        " AND relkind IN ('r', 'p') AND NOT relispartition AND relname <> 'schema_migrations'",
+    )
+    counts = {}
+    for table in tables:
+        cur = await conn.execute(
+            sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(table["relname"]))
+        )
+        found = await cur.fetchone()
+        assert found is not None
+        counts[table["relname"]] = found["n"]
+    return counts
