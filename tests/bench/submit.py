@@ -2,8 +2,9 @@
 
 Starts the local runner (`postbag dev --no-ticks`: the submit path alone, as the cloud's
 submit function runs it; `--with-ticks` also runs its delivery worker; `--worker-process`
-delivers from a `postbag worker` process beside it instead) against a fresh
-database, drives `POST /s/{form}` (urlencoded, 8 fields, a form with 2 webhook routes to a
+delivers from a `postbag worker` process beside it instead), or with `--serve-workers N` the
+production server (`postbag serve --workers N`, as docs/self-host.md runs it), against a
+fresh database, drives `POST /s/{form}` (urlencoded, 8 fields, a form with 2 webhook routes to a
 fast loopback receiver) from a separate process at several concurrencies, and in the same
 run drives `pgbench` with a script doing the same SQL transaction (insert a submission, two
 deliveries, one event) at the same concurrencies: at each, `--rounds` rounds (3) of
@@ -327,6 +328,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time so far of a process and of its children (the processes of
+    `postbag serve --workers N`), with the time of their children that ended."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ended = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = cpu_seconds(pid) + ended
+    for child in children:
+        try:
+            total += tree_cpu_seconds(int(child))
+        except OSError:  # it ended meanwhile
+            continue
+    return total
+
+
 def machine_cpu_seconds() -> float:
     """Busy CPU time of the whole machine so far (all cores, every process)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -424,11 +440,11 @@ def measure(
     cpu = machine = postgres = xact = sent = left = drain_s = reference_machine = 0.0
     rounds: list[float] = []
     for _ in range(args.rounds):
-        cpu_before, machine_before = cpu_seconds(runner_pid), machine_cpu_seconds()
+        cpu_before, machine_before = tree_cpu_seconds(runner_pid), machine_cpu_seconds()
         postgres_before, xact_before = postgres_cpu_seconds(), transactions(url)
         sent_before = unsent(url)[1] if delivering else 0
         these = drive(port, path, concurrency, args.duration)
-        cpu += cpu_seconds(runner_pid) - cpu_before
+        cpu += tree_cpu_seconds(runner_pid) - cpu_before
         postgres += postgres_cpu_since(postgres_before)
         xact += transactions(url) - xact_before
         machine += machine_cpu_seconds() - machine_before
@@ -495,8 +511,17 @@ def main() -> int:
         action="store_true",
         help="the form enforces ENFORCED_SCHEMA, which every post meets",
     )
+    parser.add_argument(
+        "--serve-workers",
+        type=int,
+        default=0,
+        help="serve with `postbag serve --workers N` (the production server, as "
+        "docs/self-host.md runs it) instead of the one-process `postbag dev`",
+    )
     parser.add_argument("--smoke", action="store_true", help="every part, tiny, in seconds")
     args = parser.parse_args()
+    if args.serve_workers and args.with_ticks and not args.worker_process:
+        parser.error("--serve-workers runs no ticks: deliver with --worker-process")
     existing = 1_000_000
     if args.smoke:
         args.duration, args.rounds, args.concurrency, existing = 1, 1, [2], 1000
@@ -519,9 +544,16 @@ def main() -> int:
         POSTBAG_STORAGE_URL=f"file://{workdir / 'files'}",
     )
     postbag = str(Path(sys.executable).parent / "postbag")
+    if args.serve_workers:
+        # `serve` migrates nothing (`dev` does).
+        subprocess.run([postbag, "migrate"], cwd=workdir, env=env, check=True, capture_output=True)
+        command = [postbag, "serve", "--port", str(port), "--workers", str(args.serve_workers)]
+    else:
+        command = [postbag, "dev", "--port", str(port)] + (
+            [] if args.with_ticks and not args.worker_process else ["--no-ticks"]
+        )
     runner = subprocess.Popen(
-        [postbag, "dev", "--port", str(port)]
-        + ([] if args.with_ticks and not args.worker_process else ["--no-ticks"]),
+        command,
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -555,6 +587,11 @@ def main() -> int:
             drain(url)
         script = workdir / "submit.pgbench"
         script.write_text(PGBENCH_SCRIPT.format(**ids))
+        server = (
+            f"`postbag serve --workers {args.serve_workers}`"
+            if args.serve_workers
+            else "`postbag dev`"
+        )
         results = []
         for concurrency in args.concurrency:
             ours, reference, rounds = measure(
@@ -565,7 +602,7 @@ def main() -> int:
             print(f"c{concurrency}: ratio in each round {each}", flush=True)
         print(
             f"cpus: {os.cpu_count()}, {args.rounds} rounds of {args.duration} s each "
-            "(Postbag, then pgbench)"
+            f"(Postbag, then pgbench); Postbag served by {server}"
         )
         print(
             f"{'conc':>4} | {'postbag req/s':>13} {'p50 ms':>7} {'p99 ms':>7} | "
