@@ -175,7 +175,7 @@ WITH gate AS MATERIALIZED (
     RETURNING event_id
 ), counted AS (
     INSERT INTO usage_counters AS u (organization_id, month, shard, events)
-    SELECT %(organization_id)s, %(month)s, floor(random() * 16)::smallint, c.n
+    SELECT %(organization_id)s, %(month)s, 1 + floor(random() * 63)::smallint, c.n
       FROM (SELECT count(*) AS n FROM event) c
      WHERE c.n > 0
     ON CONFLICT (organization_id, month, shard) DO UPDATE SET events = u.events + excluded.events

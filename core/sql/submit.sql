@@ -299,10 +299,10 @@ WITH fresh AS MATERIALIZED (
      WHERE dr.count = 1
     HAVING count(*) > 0
 ), usage AS (
-    -- One of the month's shards 1-15, at random: concurrent submits rarely wait on each
-    -- other. Shard 0 counts bytes, and a statement may upsert a row only once (review_room).
+    -- One of the month's shards 1-63, at random: concurrent submits rarely wait on each
+    -- other (0064). Shard 0 counts bytes, and a statement may upsert a row only once (review_room).
     INSERT INTO usage_counters (organization_id, month, shard, submissions)
-    SELECT %(organization_id)s, %(month)s, 1 + floor(random() * 15)::smallint, 1
+    SELECT %(organization_id)s, %(month)s, 1 + floor(random() * 63)::smallint, 1
       FROM submission CROSS JOIN stored g
      WHERE %(counted)s AND NOT g.limited AND NOT g.duplicated
     ON CONFLICT (organization_id, month, shard)
