@@ -33,7 +33,16 @@ from pydantic import Field
 from core import __version__
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.tables import Deadline, Row, key, match, refusal, rows, text
+from core.destinations.tables import (
+    Deadline,
+    Row,
+    key,
+    match,
+    refusal,
+    rows,
+    text,
+    token_shaped,
+)
 
 SCOPE = "https://www.googleapis.com/auth/spreadsheets"
 # Google keeps at most 50,000 characters in a cell.
@@ -43,6 +52,8 @@ CELL_CHARS = 50_000
 KEPT_TOKENS = 256
 _EARLY = 60.0
 _GRANT_REFUSED = frozenset({"invalid_grant", "invalid_client", "unauthorized_client"})
+# How long each text of a credential but its private key may be.
+_CREDENTIAL_TEXT = (1, 512)
 _FIELDS = {
     "service_account": ("client_email", "private_key"),
     "authorized_user": ("client_id", "client_secret", "refresh_token"),
@@ -145,6 +156,17 @@ class GoogleSheetsAdapter(BaseAdapter):
 
     def validate_secret(self, secret: str) -> None:
         info = credential(secret)
+        # The private key is a PEM block (its line breaks are its own), checked by signing.
+        spoilt = [
+            name
+            for name in _FIELDS[info["type"]]
+            if name != "private_key" and not token_shaped(info[name], lengths=_CREDENTIAL_TEXT)
+        ]
+        if spoilt:
+            raise ValueError(
+                f"the credential's {', '.join(spoilt)} must be 1 to {_CREDENTIAL_TEXT[1]} "
+                "printable characters without spaces"
+            )
         if info["type"] == "service_account":
             try:
                 _signer(info)

@@ -32,7 +32,17 @@ from pydantic import Field, field_validator
 from core import __version__
 from core.destinations import http
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.tables import Deadline, Row, key, match, number, refusal, rows, text
+from core.destinations.tables import (
+    Deadline,
+    Row,
+    key,
+    match,
+    number,
+    refusal,
+    rows,
+    text,
+    token_shaped,
+)
 from core.platform.fields import truthy
 
 NOTION_VERSION = "2022-06-28"
@@ -174,8 +184,7 @@ class NotionAdapter(BaseAdapter):
     templates: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:
-        shaped = secret.startswith(("ntn_", "secret_")) and 20 <= len(secret) <= 200
-        if not shaped or not secret.isascii() or any(char.isspace() for char in secret):
+        if not token_shaped(secret, prefixes=("ntn_", "secret_")):
             raise ValueError("must be a Notion integration token (ntn_… or secret_…)")
 
     async def deliver(
