@@ -31,18 +31,9 @@ from urllib.parse import quote, urlencode
 from pydantic import Field
 
 from core import __version__
-from core.destinations import http
+from core.destinations import http, tables
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.tables import (
-    Deadline,
-    Row,
-    key,
-    match,
-    refusal,
-    rows,
-    text,
-    token_shaped,
-)
+from core.destinations.tables import Deadline, Row, key, match, refusal, rows, text
 
 SCOPE = "https://www.googleapis.com/auth/spreadsheets"
 # Google keeps at most 50,000 characters in a cell.
@@ -157,11 +148,8 @@ class GoogleSheetsAdapter(BaseAdapter):
     def validate_secret(self, secret: str) -> None:
         info = credential(secret)
         # The private key is a PEM block (its line breaks are its own), checked by signing.
-        spoilt = [
-            name
-            for name in _FIELDS[info["type"]]
-            if name != "private_key" and not token_shaped(info[name], lengths=_CREDENTIAL_TEXT)
-        ]
+        texts = [name for name in _FIELDS[info["type"]] if name != "private_key"]
+        spoilt = [n for n in texts if not tables.token_shaped(info[n], lengths=_CREDENTIAL_TEXT)]
         if spoilt:
             raise ValueError(
                 f"the credential's {', '.join(spoilt)} must be 1 to {_CREDENTIAL_TEXT[1]} "

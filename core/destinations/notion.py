@@ -30,19 +30,9 @@ from urllib.parse import quote
 from pydantic import Field, field_validator
 
 from core import __version__
-from core.destinations import http
+from core.destinations import http, tables
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
-from core.destinations.tables import (
-    Deadline,
-    Row,
-    key,
-    match,
-    number,
-    refusal,
-    rows,
-    text,
-    token_shaped,
-)
+from core.destinations.tables import Deadline, Row, key, match, number, refusal, rows, text
 from core.platform.fields import truthy
 
 NOTION_VERSION = "2022-06-28"
@@ -184,7 +174,7 @@ class NotionAdapter(BaseAdapter):
     templates: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:
-        if not token_shaped(secret, prefixes=("ntn_", "secret_")):
+        if not tables.token_shaped(secret, prefixes=("ntn_", "secret_")):
             raise ValueError("must be a Notion integration token (ntn_… or secret_…)")
 
     async def deliver(
