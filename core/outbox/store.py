@@ -274,8 +274,9 @@ async def _finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
 async def _dead(conn: Conn, outcomes: Sequence[Outcome]) -> None:
     """What dead deliveries leave: each its alert (one open per subject counts them), and
     the `delivery.dead` body queued to the hooks subscribed to it (never for a hook's own
-    lifecycle delivery: a dead one would feed itself). Subjects are taken in order, so two
-    groups' transactions do not wait on each other's alerts in a cycle."""
+    lifecycle delivery: a dead one would feed itself). Alerts are raised in the order of
+    their subjects, so two groups' raises never wait on each other in a cycle; a deadlock
+    with another group's resolution is a transient failure the completer tries again."""
     for outcome in sorted(outcomes, key=lambda o: (o.claim.organization_id, _alerted(o.claim))):
         claim = outcome.claim
         await raise_alert(
