@@ -45,6 +45,7 @@ from core.destinations.tables import (
     refusal,
     rows,
     text,
+    token_shaped,
 )
 from core.platform.fields import truthy
 
@@ -131,9 +132,7 @@ class AirtableAdapter(BaseAdapter):
     templates: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:
-        if not secret.startswith("pat") or not 20 <= len(secret) <= 200 or not secret.isascii():
-            raise ValueError("must be an Airtable personal access token (pat….…)")
-        if any(char.isspace() for char in secret):
+        if not token_shaped(secret, prefixes=("pat",)):
             raise ValueError("must be an Airtable personal access token (pat….…)")
 
     def digest(self, summary: Mapping[str, Any], *, form_name: str) -> dict[str, Any]:  # noqa: ARG002 - the interface's signature

@@ -31,7 +31,7 @@ from urllib.parse import quote, urlencode
 from pydantic import Field
 
 from core import __version__
-from core.destinations import http
+from core.destinations import http, tables
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.tables import Deadline, Row, key, match, refusal, rows, text
 
@@ -43,6 +43,8 @@ CELL_CHARS = 50_000
 KEPT_TOKENS = 256
 _EARLY = 60.0
 _GRANT_REFUSED = frozenset({"invalid_grant", "invalid_client", "unauthorized_client"})
+# How long each text of a credential but its private key may be.
+_CREDENTIAL_TEXT = (1, 512)
 _FIELDS = {
     "service_account": ("client_email", "private_key"),
     "authorized_user": ("client_id", "client_secret", "refresh_token"),
@@ -145,6 +147,14 @@ class GoogleSheetsAdapter(BaseAdapter):
 
     def validate_secret(self, secret: str) -> None:
         info = credential(secret)
+        # The private key is a PEM block (its line breaks are its own), checked by signing.
+        texts = [name for name in _FIELDS[info["type"]] if name != "private_key"]
+        spoilt = [n for n in texts if not tables.token_shaped(info[n], lengths=_CREDENTIAL_TEXT)]
+        if spoilt:
+            raise ValueError(
+                f"the credential's {', '.join(spoilt)} must be 1 to {_CREDENTIAL_TEXT[1]} "
+                "printable characters without spaces"
+            )
         if info["type"] == "service_account":
             try:
                 _signer(info)

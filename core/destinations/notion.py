@@ -30,7 +30,7 @@ from urllib.parse import quote
 from pydantic import Field, field_validator
 
 from core import __version__
-from core.destinations import http
+from core.destinations import http, tables
 from core.destinations.base import AdapterConfig, BaseAdapter, DeliveryContext, Result
 from core.destinations.tables import Deadline, Row, key, match, number, refusal, rows, text
 from core.platform.fields import truthy
@@ -174,8 +174,7 @@ class NotionAdapter(BaseAdapter):
     templates: ClassVar[bool] = False
 
     def validate_secret(self, secret: str) -> None:
-        shaped = secret.startswith(("ntn_", "secret_")) and 20 <= len(secret) <= 200
-        if not shaped or not secret.isascii() or any(char.isspace() for char in secret):
+        if not tables.token_shaped(secret, prefixes=("ntn_", "secret_")):
             raise ValueError("must be a Notion integration token (ntn_… or secret_…)")
 
     async def deliver(

@@ -1,7 +1,7 @@
 """What the table-like vendor types (Google Sheets, Airtable, Notion) share: a delivery's
 payload as rows, a field found among a table's columns by its name or label, a field's value
-as one cell, what a vendor's refusal means, and the time one delivery's several requests
-share (docs/integrations.md#google-sheets-airtable-and-notion).
+as one cell, the shape of a vendor's token, what a vendor's refusal means, and the time one
+delivery's several requests share (docs/integrations.md#google-sheets-airtable-and-notion).
 
 A row is one submission (each submission a digest lists; a stream event's `data`): its
 receipt, its arrival time and its fields in the visitor's order, a file field reading as its
@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from core.destinations.base import Result
 from core.destinations.text import capped
+
+# The characters of a vendor's token: printable ASCII without a space (no NUL, no line
+# break, nothing an `Authorization` header or a form field would refuse or split).
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 # The columns every row fills besides its fields, by the name a table's column has.
 RECEIPT = "Receipt"
@@ -117,6 +122,22 @@ def match(columns: Mapping[str, Any], name: str, labels: Mapping[str, Any]) -> s
             found: str = columns[key(candidate)]
             return found
     return None
+
+
+def token_shaped(
+    value: object, *, prefixes: tuple[str, ...] = ("",), lengths: tuple[int, int] = (20, 200)
+) -> bool:
+    """Whether `value` has a vendor token's shape: text starting with one of `prefixes`, of
+    `lengths` (fewest, most) characters, every one printable ASCII and none a space. Checked
+    when a destination's secret is set, so a malformed one is refused then (`422
+    invalid_secret`), not met by a send."""
+    low, high = lengths
+    return (
+        isinstance(value, str)
+        and value.startswith(prefixes)
+        and low <= len(value) <= high
+        and _TOKEN.fullmatch(value) is not None
+    )
 
 
 def refusal(result: Result) -> Result:

@@ -21,11 +21,9 @@ from core.outbox.breaker import counts_against
 from core.outbox.decide import decide
 from core.outbox.store import Claim
 from core.owner import hooks
-from core.owner.alerts import raise_alert
 from core.owner.email_senders import sender_settings, senders_for
 from core.platform.logs import log
 from core.platform.queries import queries
-from core.platform.scope import OrgScope
 from core.platform.settings import Settings
 from core.platform.vocabulary import DeliverySkipReason
 
@@ -77,7 +75,8 @@ async def _send(claim: Claim, ctx: DeliveryContext) -> Result:
 
 async def _exhausted(claim: Claim, state: PassState) -> None:
     """A claim whose attempts were all spent by sends cut short (a crash, a lost lease):
-    `dead` without another send, with its event and alert."""
+    `dead` without another send, with its event, alert and hooks' deliveries (written with
+    the outcome: `store.finish`)."""
     now = state.now()
     reason = "attempts_exhausted"
     outcome = store.Outcome(
@@ -96,7 +95,6 @@ async def _exhausted(claim: Claim, state: PassState) -> None:
     )
     if await state.completer.write(outcome):
         state.stats["dead"] += 1
-        await _dead(state, claim, reason, now)
         log.info("delivery dead: its attempts were cut short", extra=claim.log_ids)
 
 
@@ -234,7 +232,6 @@ async def _record(
                 destination_id=claim.destination_id,
                 now=now,
             )
-        await _dead(state, claim, outcome.reason, now)
         if blamed is not None and window_end is not None:
             await breaker.promote_next_probe(blamed, at=window_end, now=now)
     ids = {**claim.log_ids, "detail": {"status": outcome.status, "result": result.summary}}
@@ -249,37 +246,3 @@ async def _record(
         await breaker.failed(blamed, now=now, probe=probe)
     elif claim.destination_id is not None and result.ok:
         await breaker.succeeded(claim.destination_id, now=now)
-
-
-async def _dead(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:
-    """What follows a delivery's death: its alert, and the `delivery.dead` body queued to the
-    hooks subscribed to it (never for a hook's own lifecycle delivery: a dead one would
-    feed itself)."""
-    await _alert(state, claim, reason, now)
-    if claim.kind == "lifecycle":
-        return
-    scope = OrgScope(claim.organization_id)
-    data = {
-        "delivery": claim.id,
-        "kind": claim.kind,
-        "submission": claim.submission_id,
-        "event_id": claim.event_id,
-        "destination": claim.destination_id,
-        "reason": reason,
-    }
-    async with state.services.db.scoped(scope) as conn:
-        await hooks.queue_lifecycle(conn, scope, event="delivery.dead", data=data, now=now)
-
-
-async def _alert(state: PassState, claim: Claim, reason: str | None, now: datetime) -> None:
-    # One open alert per destination (per form for acknowledgement emails).
-    async with state.services.db.connection() as conn:
-        await raise_alert(
-            conn,
-            organization_id=claim.organization_id,
-            kind="delivery.dead",
-            subject_id=claim.destination_id or claim.form_id or claim.id,
-            detail=f"{claim.id}: {reason}",
-            delivery_id=claim.id,
-            now=now,
-        )

@@ -15,10 +15,13 @@ from core.destinations.bodies import event_body, submitted_body
 from core.destinations.order import field_order
 from core.destinations.rates import RECOVER, TYPE_RATES
 from core.outbox.backoff import BASE_DELAY, MAX_DELAY, STORM_THRESHOLD
+from core.owner import hooks
+from core.owner.alerts import raise_alert
 from core.owner.plans import PLANS
 from core.platform.clock import month_of
 from core.platform.db import Conn
 from core.platform.queries import execute, queries
+from core.platform.scope import OrgScope
 
 # Monthly submission limits by plan, as the SQL compares them (null: unlimited).
 _LIMITS = json.dumps({name: plan.monthly_submissions for name, plan in PLANS.items()})
@@ -70,6 +73,12 @@ class Claim:
             "destination_id": self.destination_id,
             "form_id": self.form_id,
         }
+
+    @property
+    def subject(self) -> str | None:
+        """Whose `delivery.dead` alert this delivery raises when it dies and resolves when
+        it is sent: its destination, or its form for acknowledgement emails."""
+        return self.destination_id or self.form_id
 
 
 async def claim_due(
@@ -223,8 +232,7 @@ class Outcome:
             "excerpt": attempt.excerpt[:512] if attempt and attempt.excerpt else None,
             "event": self.event,
             "event_data": dict(self.event_data or {}),
-            # Whose open `delivery.dead` alert a `sent` outcome resolves.
-            "subject_id": claim.destination_id or claim.form_id,
+            "subject_id": claim.subject,
         }
 
 
@@ -238,8 +246,22 @@ async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
     One statement (one round trip, atomic) for all of them, which also resolves the open
     `delivery.dead` alert of each subject a written `sent` outcome delivered to. For each
     outcome, False when its claim had been lost (expired and taken again): nothing changed
-    but the attempt, recorded as `fenced`.
+    but the attempt, recorded as `fenced`. When one is `dead`, that statement and what each
+    written death leaves (`_dead`) are one transaction: a crash or a failed write between
+    them leaves none of it, the claim still ours to write again (a retry) or to lose to the
+    next claim once its lease is over, which ends the delivery again.
     """
+    if not any(outcome.status == "dead" for outcome in outcomes):
+        return await _finish(conn, outcomes)
+    async with conn.transaction():
+        won = await _finish(conn, outcomes)
+        await _dead(
+            conn, [o for o, w in zip(outcomes, won, strict=True) if w and o.status == "dead"]
+        )
+    return won
+
+
+async def _finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
     rows = [outcome.row() for outcome in outcomes]
     cur = await conn.execute(
         queries["finish_deliveries"],
@@ -247,6 +269,44 @@ async def finish(conn: Conn, outcomes: Sequence[Outcome]) -> list[bool]:
     )
     written = {(row["id"], row["claim_token"]) for row in await cur.fetchall()}
     return [(o.claim.id, o.claim.claim_token) in written for o in outcomes]
+
+
+async def _dead(conn: Conn, outcomes: Sequence[Outcome]) -> None:
+    """What dead deliveries leave: each its alert (one open per subject counts them), and
+    the `delivery.dead` body queued to the hooks subscribed to it (never for a hook's own
+    lifecycle delivery: a dead one would feed itself). Alerts are raised in the order of
+    their subjects, so two groups' raises never wait on each other in a cycle; a deadlock
+    with another group's resolution is a transient failure the completer tries again."""
+    for outcome in sorted(outcomes, key=lambda o: (o.claim.organization_id, _alerted(o.claim))):
+        claim = outcome.claim
+        await raise_alert(
+            conn,
+            organization_id=claim.organization_id,
+            kind="delivery.dead",
+            subject_id=_alerted(claim),
+            detail=f"{claim.id}: {outcome.reason}",
+            delivery_id=claim.id,
+            now=outcome.now,
+        )
+        if claim.kind == "lifecycle":
+            continue
+        data = {
+            "delivery": claim.id,
+            "kind": claim.kind,
+            "submission": claim.submission_id,
+            "event_id": claim.event_id,
+            "destination": claim.destination_id,
+            "reason": outcome.reason,
+        }
+        await hooks.queue_lifecycle(
+            conn, OrgScope(claim.organization_id), event="delivery.dead", data=data, now=outcome.now
+        )
+
+
+def _alerted(claim: Claim) -> str:
+    """The subject of a dead delivery's alert: a delivery with neither a destination nor a
+    form (an account email) is its own."""
+    return claim.subject or claim.id
 
 
 async def give_back_claims(

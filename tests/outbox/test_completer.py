@@ -1,8 +1,10 @@
-"""Grouped outcome writes survive transient failures and cannot deadlock each other."""
+"""Grouped outcome writes survive transient failures, cannot deadlock each other, and write
+what a dead delivery leaves with its outcome."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from datetime import timedelta
 
@@ -10,11 +12,19 @@ import pytest
 
 from core.outbox import store as outbox
 from core.outbox.completer import Completer
+from core.outbox.worker import Deliverer
 from core.platform.clock import utcnow
 from core.platform.db import Conn, connect
 from core.platform.services import Services
-from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
-from tests.support.records import attempts, delivery, rows
+from tests.support.builders import (
+    make_deliveries,
+    make_delivery,
+    make_hook,
+    make_route_to,
+    setup_form,
+)
+from tests.support.peers import receiver, status
+from tests.support.records import attempts, dead_leaves, delivery, lock_waiter, rows
 
 URL = "http://127.0.0.1:9/"
 
@@ -38,19 +48,6 @@ def _sent(claim: outbox.Claim) -> outbox.Outcome:
     )
 
 
-async def _lock_waiter(conn: Conn) -> int:
-    """The backend waiting for a row lock in this database, once one is."""
-    while True:
-        found = await rows(
-            conn,
-            "SELECT pid FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        if found:
-            return int(found[0]["pid"])
-        await asyncio.sleep(0.02)
-
-
 _LOCK = "SELECT 1 FROM deliveries WHERE id = %(id)s FOR UPDATE"
 
 
@@ -64,7 +61,7 @@ async def test_completer__a_dropped_connection_is_retried(
         await locker.execute("BEGIN")
         await locker.execute(_LOCK, {"id": claim.id})
         write = asyncio.create_task(Completer(services.db).write(_sent(claim)))
-        pid = await _lock_waiter(conn)
+        pid = await lock_waiter(conn)
         await conn.execute("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid})
         await locker.execute("ROLLBACK")
         assert await write is True
@@ -89,7 +86,7 @@ async def test_completer__a_deadlock_victim_is_retried(
         completer = Completer(services.db)
         # One group: both outcomes are waiting before the writer starts.
         writes = asyncio.gather(completer.write(_sent(first)), completer.write(_sent(second)))
-        await _lock_waiter(conn)
+        await lock_waiter(conn)
         # The group holds `first` and waits for `second`; taking `first` closes the cycle.
         await locker.execute(_LOCK, {"id": first.id})
         await locker.execute("COMMIT")
@@ -100,6 +97,42 @@ async def test_completer__a_deadlock_victim_is_retried(
         row = await delivery(conn, claim.id)
         assert (row["status"], row["attempts"]) == ("sent", 1)
         assert [a["outcome"] for a in await attempts(conn, claim.id)] == ["sent"]
+
+
+# The first alert written fails as a lost server does (SQLSTATE 57P01); later ones succeed.
+_FAIL_FIRST_ALERT = """
+CREATE SEQUENCE alert_writes;
+CREATE FUNCTION fail_first_alert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('alert_writes') = 1 THEN
+        RAISE EXCEPTION 'injected' USING ERRCODE = '57P01';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER fail_first_alert BEFORE INSERT ON alerts
+    FOR EACH ROW EXECUTE FUNCTION fail_first_alert();
+"""
+
+
+async def test_completer__a_dead_outcome_is_written_with_its_alert_and_hook_deliveries(
+    services: Services, conn: Conn
+) -> None:
+    """The database fails between a dead outcome's statement and its alert: nothing of it
+    stays, and the retry writes the outcome, the alert and the `delivery.dead` hook's
+    delivery together, each once."""
+    with receiver(status(400)) as broken, receiver() as watcher:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": broken.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": broken.url})
+        await make_hook(conn, tenant, watcher.url, "delivery.dead")
+        await conn.execute(_FAIL_FIRST_ALERT)
+        # The pass that ends the delivery dead sends the hook's delivery too.
+        stats = await Deliverer(services).run_pass(now=utcnow(), budget=30)
+    assert (stats["dead"], stats["sent"], stats.get("errors", 0)) == (1, 1, 0)
+    [request] = watcher.requests
+    assert (json.loads(request.body)["delivery"], len(broken.requests)) == (dlv, 1)
+    assert await dead_leaves(conn) == {"alerts": [(dst, 1, dlv)], "events": [dlv], "hooked": [dlv]}
+    assert [a["outcome"] for a in await attempts(conn, dlv)] == ["dead"]
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from core.platform.db import Conn
 from core.platform.services import Services
 from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
 from tests.support.peers import receiver, status
-from tests.support.records import attempts, delivery
+from tests.support.records import attempts, dead_leaves, delivery
 
 FAST = WorkerOptions(timeout=1, margin=0.1)
 
@@ -102,6 +102,8 @@ async def test_finish__fenced_by_the_claim_token(conn: Conn) -> None:
     assert (row["status"], row["attempts"], row["reason"]) == ("sent", 2, None)
     history = [(a["attempt"], a["outcome"], a["error_class"]) for a in await attempts(conn, dlv)]
     assert history == [(1, "failed", "interrupted"), (2, "sent", None), (1, "fenced", None)]
+    # The fenced `dead` left nothing of a death.
+    assert await dead_leaves(conn) == {"alerts": [], "events": [], "hooked": []}
 
 
 async def test_finish__one_statement_writes_each_outcome_fenced_on_its_own(conn: Conn) -> None:

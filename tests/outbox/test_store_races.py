@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -13,12 +14,19 @@ import pytest
 
 from core.outbox.worker import Deliverer, WorkerOptions
 from core.platform.clock import utcnow
-from core.platform.db import Conn
+from core.platform.db import Conn, connect
+from core.platform.ids import new_id
 from core.platform.services import Services
 from tests.outbox.processes import wait_exit, worker
-from tests.support.builders import make_deliveries, make_delivery, make_route_to, setup_form
-from tests.support.peers import Answer, Request, receiver
-from tests.support.records import attempts, delivery
+from tests.support.builders import (
+    make_deliveries,
+    make_delivery,
+    make_hook,
+    make_route_to,
+    setup_form,
+)
+from tests.support.peers import Answer, Request, receiver, status
+from tests.support.records import attempts, dead_leaves, delivery, lock_waiter
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +137,47 @@ async def test_races__kill_9_mid_pass_loses_nothing(
     assert await cur.fetchall() == [{"status": "sent", "n": 1000}]
     seen = Counter(request.headers["webhook-id"] for request in peer.requests)
     assert len(seen) == 1000  # every delivery arrived; repeats only for lost answers
+
+
+async def test_races__a_worker_killed_at_a_dead_outcome_leaves_it_whole_to_the_next(
+    services: Services, conn: Conn, db_url: str
+) -> None:
+    """The worker dies, with its database session, after a delivery's `dead` outcome was
+    written and before its alert and its `delivery.dead` hook delivery were: none of them
+    stays, the delivery is still `sending`, and the next worker, once its lease is over,
+    ends it dead with its alert and its hook delivery, each once."""
+    with receiver(status(400)) as broken, receiver() as watcher:
+        tenant, form = await setup_form(conn, plan="self_hosted", routes=0)
+        dst, rte = await make_route_to(conn, tenant, form, config={"url": broken.url})
+        _, dlv = await make_delivery(conn, tenant, form, dst, rte, target={"url": broken.url})
+        await make_hook(conn, tenant, watcher.url, "delivery.dead")
+        # An open alert of the same subject, uncommitted: the worker's alert waits on it,
+        # its outcome already written (the gap).
+        blocker = await connect(db_url)
+        try:
+            await blocker.execute("BEGIN")
+            await blocker.execute(
+                "INSERT INTO alerts (id, organization_id, kind, subject_id)"
+                " VALUES (%(id)s, %(org)s, 'delivery.dead', %(dst)s)",
+                {"id": new_id("alr"), "org": tenant.org, "dst": dst},
+            )
+            process = worker(db_url)
+            pid = await lock_waiter(conn)
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            await conn.execute("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid})
+            await blocker.execute("ROLLBACK")
+        finally:
+            await blocker.close()
+        await _only_connection(conn)
+        row = await delivery(conn, dlv)
+        assert (row["status"], row["attempts"]) == ("sending", 1)
+        assert await dead_leaves(conn) == {"alerts": [], "events": [], "hooked": []}
+        # After the lease (5 minutes, passed in as time) the next pass sends it again.
+        stats = await Deliverer(services).run_pass(now=utcnow() + timedelta(minutes=6), budget=30)
+    assert (stats["dead"], stats["sent"], len(broken.requests)) == (1, 1, 2)
+    [request] = watcher.requests
+    assert json.loads(request.body)["delivery"] == dlv
+    assert await dead_leaves(conn) == {"alerts": [(dst, 1, dlv)], "events": [dlv], "hooked": [dlv]}
+    history = [(a["attempt"], a["outcome"], a["error_class"]) for a in await attempts(conn, dlv)]
+    assert history == [(1, "failed", "interrupted"), (2, "dead", None)]

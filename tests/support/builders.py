@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.destinations.base import ValidationContext
 from core.destinations.chat import redact_url
 from core.destinations.registry import ADAPTERS
 from core.owner.credentials import hash_password, new_token, token_hash
+from core.owner.hooks import HookFields, add_hook
 from core.owner.organizations import create_api_key, create_organization
+from core.platform.clock import utcnow
 from core.platform.db import Conn
 from core.platform.ids import new_id
 from core.platform.scope import OrgScope
@@ -129,6 +132,15 @@ async def make_destination(
             },
         )
     return destination
+
+
+async def make_hook(conn: Conn, tenant: Tenant, url: str, event: str, **source: str) -> str:
+    """A REST hook of `event` to `url` (loopback allowed), made by core; returns its id."""
+    fields = HookFields.model_validate({"target_url": url, "event": event, **source})
+    ctx = ValidationContext(allow_private_targets=True)
+    async with conn.transaction():
+        created = await add_hook(conn, tenant.scope, fields=fields, ctx=ctx, now=utcnow())
+    return str(created.hook["id"])
 
 
 async def make_route(

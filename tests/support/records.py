@@ -1,8 +1,11 @@
-"""Reading rows back as the owner: any query, one delivery, a delivery's attempts, the
-deliveries as the worker claims them; and a failing audit append, injected."""
+"""Reading rows back as the owner: any query, one delivery, a delivery's attempts, what dead
+deliveries left, the deliveries as the worker claims them, the backend waiting for a lock;
+and a failing audit append, injected."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -48,6 +51,45 @@ async def attempts(conn: Conn, dlv: str) -> list[dict[str, Any]]:
         "SELECT * FROM delivery_attempts WHERE delivery_id = %(id)s ORDER BY id", {"id": dlv}
     )
     return [dict(row) for row in await cur.fetchall()]
+
+
+async def dead_leaves(conn: Conn) -> dict[str, list[Any]]:
+    """What dead deliveries left: their alerts (subject, occurrences, last delivery), their
+    `delivery.dead` events (the delivery), and the hooks' deliveries of those (the delivery
+    each body names)."""
+    alerts = await rows(
+        conn,
+        "SELECT subject_id, occurrences, last_delivery_id FROM alerts"
+        " WHERE kind = 'delivery.dead' ORDER BY id",
+    )
+    events = await rows(
+        conn, "SELECT subject_id FROM events WHERE type = 'delivery.dead' ORDER BY id"
+    )
+    hooked = await rows(
+        conn,
+        "SELECT payload ->> 'delivery' AS dead FROM deliveries"
+        " WHERE kind = 'lifecycle' AND payload ->> 'event' = 'delivery.dead' ORDER BY id",
+    )
+    return {
+        "alerts": [(a["subject_id"], a["occurrences"], a["last_delivery_id"]) for a in alerts],
+        "events": [e["subject_id"] for e in events],
+        "hooked": [h["dead"] for h in hooked],
+    }
+
+
+async def lock_waiter(conn: Conn) -> int:
+    """The backend waiting for a lock in this database, once one is (within 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = await rows(
+            conn,
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        if found:
+            return int(found[0]["pid"])
+        assert time.monotonic() < deadline, "no backend waits for a lock"
+        await asyncio.sleep(0.02)
 
 
 async def claimed(conn: Conn) -> dict[str, Claim]:

@@ -4,7 +4,7 @@ on it, without a database."""
 from __future__ import annotations
 
 from core.destinations.google_sheets import header_for, row_cells
-from core.destinations.tables import Row, match, number, rows, text
+from core.destinations.tables import Row, match, number, rows, text, token_shaped
 
 
 def test_rows__a_submission_in_the_visitors_order_with_files_as_names() -> None:
@@ -53,6 +53,18 @@ def test_match__by_name_then_label_whatever_the_case() -> None:
     assert match(columns, "NAME", {}) == "Name"
     assert match(columns, "email", {"email": "Email  address"}) == "Email Address"
     assert match(columns, "phone", {}) is None
+
+
+def test_token_shaped__its_prefix_its_bounds_and_printable_ascii_only() -> None:
+    assert token_shaped("pat" + "a" * 17, prefixes=("pat",))
+    assert token_shaped("pat" + "a" * 197, prefixes=("pat",))
+    assert not token_shaped("pat" + "a" * 16, prefixes=("pat",))
+    assert not token_shaped("pat" + "a" * 198, prefixes=("pat",))
+    assert not token_shaped("key" + "a" * 17, prefixes=("pat",))
+    assert token_shaped("1//0x-_.~!", lengths=(1, 512))
+    for char in ("\x00", "\n", "\t", " ", "\x7f", "é", "\u2028"):
+        assert not token_shaped("a" * 10 + char + "a" * 10)
+    assert not token_shaped(None) and not token_shaped(["a" * 20])
 
 
 def test_sheets_header__grows_at_the_end_and_keeps_what_the_owner_renamed() -> None:

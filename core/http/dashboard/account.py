@@ -11,6 +11,7 @@ from core.http.dashboard.pages import (
     SESSION_COOKIE,
     CheckedForm,
     SessionDep,
+    form_text,
     page_needs,
     see_other,
 )
@@ -23,11 +24,6 @@ from core.platform.clock import utcnow
 from core.platform.errors import InvalidInput, Unauthenticated
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
-
-
-def _field(form: CheckedForm, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
 
 
 @router.get("/sessions", dependencies=[page_needs("read")])
@@ -59,7 +55,7 @@ async def switch(
 ) -> Response:
     async with services.db.connection() as conn:
         await switch_organization(
-            conn, request.cookies.get(SESSION_COOKIE, ""), _field(form, "organization")[:40]
+            conn, request.cookies.get(SESSION_COOKIE, ""), form_text(form, "organization")[:40]
         )
     return see_other("/app")
 
@@ -114,7 +110,7 @@ async def confirm(
     form: CheckedForm,
 ) -> Response:
     try:
-        codes = await members.turn_on_two_factor(change, _field(form, "code"))
+        codes = await members.turn_on_two_factor(change, form_text(form, "code"))
     except InvalidInput as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))
     return await _two_factor_page(request, services, session, recovery_codes=codes)
@@ -130,7 +126,7 @@ async def turn_off(
 ) -> Response:
     try:
         await members.turn_off_two_factor(
-            change, password=_field(form, "password"), cost=services.settings.password_hash_cost
+            change, password=form_text(form, "password"), cost=services.settings.password_hash_cost
         )
     except Unauthenticated as exc:
         return await _two_factor_page(request, services, session, status_code=422, error=str(exc))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from core.http.access import AuditedRoute, ChangeDep
-from core.http.dashboard.pages import CheckedForm, SessionDep, page_needs, see_other
+from core.http.dashboard.pages import CheckedForm, SessionDep, form_text, page_needs, see_other
 from core.http.dashboard.shared import page
 from core.http.deps import ServicesDep
 from core.owner import members
@@ -18,11 +18,6 @@ from core.platform.clock import utcnow
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
 # The page lists this many members and pending invitations (an organization's people).
 SHOWN = 500
-
-
-def _field(form: CheckedForm, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
 
 
 @router.get("/members", dependencies=[page_needs("manage_members")])
@@ -57,8 +52,8 @@ async def invite(change: ChangeDep, services: ServicesDep, form: CheckedForm) ->
     await members.invite(
         change,
         services.settings,
-        email=_field(form, "email"),
-        role=members.checked_role(_field(form, "role")),
+        email=form_text(form, "email"),
+        role=members.checked_role(form_text(form, "role")),
     )
     return see_other("/app/members")
 
@@ -69,7 +64,7 @@ async def invite(change: ChangeDep, services: ServicesDep, form: CheckedForm) ->
 async def change_role(
     change: ChangeDep, session: SessionDep, form: CheckedForm, member_id: str
 ) -> Response:
-    role = members.checked_role(_field(form, "role"))
+    role = members.checked_role(form_text(form, "role"))
     await members.change_role(change, member_id=member_id, role=role)
     # An owner who gave themselves another role may no longer open this page.
     return see_other("/app" if member_id == session.member_id else "/app/members")

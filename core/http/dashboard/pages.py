@@ -116,6 +116,12 @@ async def checked_form(request: Request, session: SessionDep) -> FormData:
 CheckedForm = Annotated[FormData, Depends(checked_form)]
 
 
+def form_text(form: FormData, name: str) -> str:
+    """A posted form's text field `name`: empty when it is missing or a file."""
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
 def render(
     request: Request,
     template: str,

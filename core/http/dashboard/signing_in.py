@@ -6,12 +6,9 @@ before a session exists: its CSRF token is a cookie of its own (`SIGN_IN_COOKIE`
 from __future__ import annotations
 
 import math
-import secrets
-from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.background import BackgroundTask
-from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from core.http.access import AuditedRoute, open_to_all, origin_of
@@ -19,13 +16,13 @@ from core.http.dashboard.pages import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
     CheckedForm,
-    CsrfRejected,
     SessionDep,
     error_page,
-    render,
+    form_text,
     see_other,
     set_cookie,
 )
+from core.http.dashboard.public_forms import public_form, public_page
 from core.http.deps import ServicesDep, throttled_client
 from core.outbox.wakeup import wake_deliveries
 from core.owner import members
@@ -39,40 +36,6 @@ from core.platform.services import Services
 from core.platform.vocabulary import AuthFailureKind
 
 router = APIRouter(prefix="/app", include_in_schema=False, route_class=AuditedRoute)
-
-
-def _public_page(
-    request: Request,
-    services: Services,
-    template: str,
-    *,
-    title: str,
-    status_code: int = 200,
-    **context: Any,
-) -> Response:
-    """A page with a form posted before signing in, under a fresh CSRF cookie; no
-    Referer leaves it (its address may hold a one-time token)."""
-    token = secrets.token_urlsafe(32)
-    response = render(
-        request, template, title=title, status_code=status_code, csrf=token, **context
-    )
-    set_cookie(response, services, SIGN_IN_COOKIE, token)
-    response.headers["Referrer-Policy"] = "no-referrer"
-    return response
-
-
-async def _public_form(request: Request) -> FormData:
-    """The posted form, once its CSRF token matches the page's cookie."""
-    form = await request.form()
-    token, cookie = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
-    if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
-        raise CsrfRejected
-    return form
-
-
-def _text(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
 
 
 async def _audit_sign_in(
@@ -122,13 +85,13 @@ async def _signed_in(
 @router.get("/sign-in", dependencies=[open_to_all()])
 async def sign_in_page(request: Request, services: ServicesDep) -> Response:
     notice = "Your password is set. Sign in with it." if "reset" in request.query_params else None
-    return _public_page(request, services, "sign_in.html", title="Sign in", notice=notice)
+    return public_page(request, services, "sign_in.html", title="Sign in", notice=notice)
 
 
 def _sign_in_again(
     request: Request, services: Services, status: int, error: str, email: str
 ) -> Response:
-    return _public_page(
+    return public_page(
         request,
         services,
         "sign_in.html",
@@ -150,8 +113,8 @@ def _minutes(turn: Turn) -> str:
 
 @router.post("/sign-in", dependencies=[open_to_all()])
 async def sign_in(request: Request, services: ServicesDep) -> Response:
-    form = await _public_form(request)
-    email = _text(form, "email")
+    form = await public_form(request)
+    email = form_text(form, "email")
     client = throttled_client(request, services)
     async with services.db.connection() as conn:
         account = await members.sign_in_account(conn, email)
@@ -173,8 +136,8 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
             member_id, organization_id = await members.check_sign_in(
                 conn,
                 email=email,
-                password=_text(form, "password"),
-                code=_text(form, "code"),
+                password=form_text(form, "password"),
+                code=form_text(form, "code"),
                 cost=services.settings.password_hash_cost,
                 now=utcnow(),
             )
@@ -225,22 +188,22 @@ async def invitation_page(request: Request, token: str, services: ServicesDep) -
     async with services.db.connection() as conn:
         invitation = await members.open_invitation(conn, token[:100], now=utcnow())
         await forgive(conn, turn)
-    return _public_page(
+    return public_page(
         request, services, "invitation.html", title="Join", invitation=invitation, token=token
     )
 
 
 @router.post("/invitations/{token}", dependencies=[open_to_all()])
 async def accept_invitation(request: Request, token: str, services: ServicesDep) -> Response:
-    form = await _public_form(request)
+    form = await public_form(request)
     turn = await _count_link(request, services, "invitation_link")
     if not turn.within:
         return _link_refused(request, "Join", turn)
-    password = _text(form, "password")
+    password = form_text(form, "password")
     async with services.db.connection() as conn:
         invitation = await members.open_invitation(conn, token[:100], now=utcnow())
         error = None
-        if not invitation["has_password"] and password != _text(form, "repeat"):
+        if not invitation["has_password"] and password != form_text(form, "repeat"):
             error = "The two passwords differ."
         else:
             try:
@@ -248,7 +211,7 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
                     conn,
                     token[:100],
                     password=password,
-                    code=_text(form, "code"),
+                    code=form_text(form, "code"),
                     cost=services.settings.password_hash_cost,
                     now=utcnow(),
                     origin=origin_of(request, services, "dashboard"),
@@ -257,7 +220,7 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
             except (InvalidInput, Unauthenticated) as exc:
                 error = f"{str(exc).capitalize()}."
     if error:
-        return _public_page(
+        return public_page(
             request,
             services,
             "invitation.html",
@@ -272,18 +235,18 @@ async def accept_invitation(request: Request, token: str, services: ServicesDep)
 
 @router.get("/forgot", dependencies=[open_to_all()])
 async def forgot_page(request: Request, services: ServicesDep) -> Response:
-    return _public_page(request, services, "forgot.html", title="Reset your password")
+    return public_page(request, services, "forgot.html", title="Reset your password")
 
 
 @router.post("/forgot", dependencies=[open_to_all()])
 async def forgot(request: Request, services: ServicesDep) -> Response:
-    form = await _public_form(request)
+    form = await public_form(request)
     # Each request counts as a sign-in attempt, never given back: past the limit no email
     # goes, so nobody floods a member's inbox from one address.
     async with services.db.connection() as conn:
         turn = await count_sign_in(conn, throttled_client(request, services), now=utcnow())
     if not turn.within:
-        response = _public_page(
+        response = public_page(
             request,
             services,
             "forgot.html",
@@ -297,10 +260,8 @@ async def forgot(request: Request, services: ServicesDep) -> Response:
     # The same page, after the same work, for a member and a stranger: the email is queued
     # (one statement) for the worker to send, and the deliverers are woken after the answer
     # either way (where the answer waits for it, as on Lambda, it says nothing either).
-    await members.request_password_reset(services, _text(form, "email"))
-    response = _public_page(
-        request, services, "forgot.html", title="Reset your password", sent=True
-    )
+    await members.request_password_reset(services, form_text(form, "email"))
+    response = public_page(request, services, "forgot.html", title="Reset your password", sent=True)
     response.background = BackgroundTask(wake_deliveries, services)
     return response
 
@@ -314,7 +275,7 @@ async def _count_link(request: Request, services: Services, kind: AuthFailureKin
 
 
 def _reset_refused(request: Request, services: Services, token: str, turn: Turn) -> Response:
-    page = _public_page(
+    page = public_page(
         request,
         services,
         "reset.html",
@@ -335,17 +296,17 @@ async def reset_page(request: Request, token: str, services: ServicesDep) -> Res
         if not await members.reset_link_is_live(conn, token[:100], now=utcnow()):
             raise NotFound("this link was used, has expired, or does not exist")
         await forgive(conn, turn)
-    return _public_page(request, services, "reset.html", title="Set a password", token=token)
+    return public_page(request, services, "reset.html", title="Set a password", token=token)
 
 
 @router.post("/reset/{token}", dependencies=[open_to_all()])
 async def reset(request: Request, token: str, services: ServicesDep) -> Response:
-    form = await _public_form(request)
+    form = await public_form(request)
     turn = await _count_link(request, services, "reset_link")
     if not turn.within:
         return _reset_refused(request, services, token, turn)
-    password = _text(form, "password")
-    error = "The two passwords differ." if password != _text(form, "repeat") else None
+    password = form_text(form, "password")
+    error = "The two passwords differ." if password != form_text(form, "repeat") else None
     if error is None:
         try:
             async with services.db.connection() as conn:
@@ -361,7 +322,7 @@ async def reset(request: Request, token: str, services: ServicesDep) -> Response
         except InvalidInput as exc:
             error = f"{str(exc).capitalize()}."
     if error:
-        return _public_page(
+        return public_page(
             request,
             services,
             "reset.html",

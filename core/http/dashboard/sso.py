@@ -16,12 +16,13 @@ from core.http.dashboard.pages import (
     SIGN_IN_COOKIE,
     CheckedForm,
     SessionDep,
+    form_text,
     page_needs,
     see_other,
     set_cookie,
 )
+from core.http.dashboard.public_forms import public_form
 from core.http.dashboard.shared import page
-from core.http.dashboard.signing_in import _public_form, _text
 from core.http.deps import ServicesDep, throttled_client
 from core.owner import sso
 from core.owner.dashboard_sessions import open_session
@@ -40,14 +41,14 @@ async def start(request: Request, services: ServicesDep) -> Response:
     """The sign-in page's "Sign in with SSO": off to the provider of the email's domain.
     Each start counts as a sign-in attempt of the client (never given back: a completed
     sign-in is the provider's to throttle)."""
-    form = await _public_form(request)
+    form = await public_form(request)
     async with services.db.connection() as conn:
         turn = await count_sign_in(conn, throttled_client(request, services), now=utcnow())
     if not turn.within:
         raise TooManyAttempts("too many sign-in attempts from your address", turn.retry_after)
     started = await sso.start_sign_in(
         services,
-        _text(form, "email"),
+        form_text(form, "email"),
         redirect_uri=sso.redirect_uri(services),
         now=utcnow(),
     )
@@ -111,7 +112,7 @@ async def organization_page(
 
 
 def _lines(form: FormData, name: str) -> list[str]:
-    return [part for part in _text(form, name).replace(",", " ").split() if part]
+    return [part for part in form_text(form, name).replace(",", " ").split() if part]
 
 
 @router.post("/organization/sso", dependencies=[page_needs("manage_members", "sso.updated")])
@@ -119,12 +120,12 @@ async def save_sso(change: ChangeDep, services: ServicesDep, form: CheckedForm) 
     try:
         settings = sso.SsoSettings.model_validate(
             {
-                "issuer": _text(form, "issuer"),
-                "client_id": _text(form, "client_id"),
-                "client_secret": _text(form, "client_secret") or None,
+                "issuer": form_text(form, "issuer"),
+                "client_id": form_text(form, "client_id"),
+                "client_secret": form_text(form, "client_secret") or None,
                 "allowed_domains": _lines(form, "allowed_domains"),
-                "default_role": _text(form, "default_role") or "viewer",
-                "scopes": _text(form, "scopes") or sso.DEFAULT_SCOPES,
+                "default_role": form_text(form, "default_role") or "viewer",
+                "scopes": form_text(form, "scopes") or sso.DEFAULT_SCOPES,
             }
         )
     except ValidationError as exc:
@@ -141,7 +142,7 @@ async def save_sso(change: ChangeDep, services: ServicesDep, form: CheckedForm) 
 )
 async def save_policy(change: ChangeDep, form: CheckedForm) -> Response:
     def number(name: str) -> int | None:
-        value = _text(form, name).strip()
+        value = form_text(form, name).strip()
         return int(value) if value.isdigit() else None
 
     try:

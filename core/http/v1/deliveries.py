@@ -15,7 +15,7 @@ from core.destinations.http import shared_client
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import Page, problems
+from core.http.v1.shared import Page, problems, read_one
 from core.outbox import deliveries, replays
 from core.outbox.replays import ReplayFilter
 from core.owner.destinations import DestinationType
@@ -86,8 +86,7 @@ async def list_deliveries(
 async def get_delivery(delivery_id: str, scope: ScopeDep, services: ServicesDep) -> dict[str, Any]:
     """One delivery with its attempts (each with an excerpt of the receiver's answer, which
     may quote the values)."""
-    async with services.db.scoped(scope) as conn:
-        return await deliveries.get_delivery(conn, scope, delivery_id)
+    return await read_one(services, scope, deliveries.get_delivery, delivery_id)
 
 
 @router.post(
@@ -155,8 +154,7 @@ async def get_replay(
     services: ServicesDep,
 ) -> Replay:
     """A replay's progress."""
-    async with services.db.scoped(scope) as conn:
-        return Replay(**await replays.get_replay(conn, scope, replay_id))
+    return Replay(**await read_one(services, scope, replays.get_replay, replay_id))
 
 
 @router.post(

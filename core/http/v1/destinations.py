@@ -14,7 +14,7 @@ from core.destinations.base import ValidationContext
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
-from core.http.v1.shared import Page, PageDep, problems
+from core.http.v1.shared import Page, PageDep, problems, read_one
 from core.outbox import replays
 from core.outbox.replays import ReplayFilter
 from core.outbox.wakeup import wake_deliveries
@@ -186,8 +186,9 @@ async def get_destination(
     destination_id: str, access: AccessDep, services: ServicesDep
 ) -> Destination:
     """One destination (a viewer reads its `config` as `{}`)."""
-    async with services.db.scoped(access.scope) as conn:
-        row = await destinations.get_destination(conn, access.scope, destination_id=destination_id)
+    row = await read_one(
+        services, access.scope, destinations.get_destination, destination_id=destination_id
+    )
     return Destination(**_fields(row, targets=may(access.actor.role, "read_values")))
 
 

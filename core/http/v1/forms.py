@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import Page, PageDep, problems
+from core.http.v1.shared import Page, PageDep, problems, read_one
 from core.owner import forms
 from core.owner.form_settings import (
     AckEmail,
@@ -106,8 +106,7 @@ async def list_forms(scope: ScopeDep, services: ServicesDep, page: PageDep) -> P
 @router.get("/forms/{form_id}", dependencies=[needs("read")], responses=problems(404, 422))
 async def get_form(form_id: str, scope: ScopeDep, services: ServicesDep) -> Form:
     """One form."""
-    async with services.db.scoped(scope) as conn:
-        row = await forms.get_form(conn, scope, form_id=form_id)
+    row = await read_one(services, scope, forms.get_form, form_id=form_id)
     return _form(row, services.settings)
 
 

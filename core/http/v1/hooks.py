@@ -13,7 +13,7 @@ from core.destinations.base import ValidationContext
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import Page, PageDep, problems
+from core.http.v1.shared import Page, PageDep, problems, read_one
 from core.owner import hooks
 from core.owner.hooks import HookFields
 from core.platform.ids import id_pattern
@@ -122,8 +122,7 @@ async def list_hooks(
 @router.get("/hooks/{hook_id}", dependencies=[needs("configure")], responses=problems(404, 422))
 async def get_hook(hook_id: str, scope: ScopeDep, services: ServicesDep) -> Hook:
     """One live hook (a hook that was unsubscribed, or whose target answered 410, is 404)."""
-    async with services.db.scoped(scope) as conn:
-        return Hook(**_hook(await hooks.get_hook(conn, scope, hook_id=hook_id)))
+    return Hook(**_hook(await read_one(services, scope, hooks.get_hook, hook_id=hook_id)))
 
 
 @router.delete(

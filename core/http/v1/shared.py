@@ -1,19 +1,23 @@
-"""What every `/v1` router shares: problem responses for OpenAPI, cursor pages, and the
-header of a read the read replica served."""
+"""What every `/v1` router shares: problem responses for OpenAPI, cursor pages, the read of
+one object by its id, and the header of a read the read replica served."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fastapi import Depends, Query
 from pydantic import BaseModel, Field
 
-from core.platform.db import ReplicaLag
+from core.platform.db import Conn, ReplicaLag
 from core.platform.errors import InvalidInput
 from core.platform.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from core.platform.scope import OrgScope
+from core.platform.services import Services
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Problem(BaseModel):
@@ -69,6 +73,20 @@ _WHEN: dict[int, str] = {
         "`email_not_sent`: the email provider did not take an invitation (nothing stored)"
     ),
 }
+
+
+async def read_one(
+    services: Services,
+    scope: OrgScope,
+    read: Callable[Concatenate[Conn, OrgScope, P], Awaitable[T]],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """What the repository function `read` finds of the organization's, in a scoped
+    transaction of its own: one object, or the `NotFound` it raises (`404 not_found`)."""
+    async with services.db.scoped(scope) as conn:
+        return await read(conn, scope, *args, **kwargs)
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from core.http.access import AuditedRoute, ChangeDep
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import ScopeDep, needs
-from core.http.v1.shared import Page, PageDep, problems
+from core.http.v1.shared import Page, PageDep, problems, read_one
 from core.platform.vocabulary import SchemaMode, SchemaSource, StreamEventStatus
 from core.streams import events, schemas, streams
 from core.streams.routes import StreamRouteFields, create_stream_route, delete_stream_route
@@ -188,8 +188,7 @@ async def list_streams(scope: ScopeDep, services: ServicesDep, page: PageDep) ->
 @router.get("/streams/{stream_id}", dependencies=[needs("read")], responses=problems(404, 422))
 async def get_stream(stream_id: str, scope: ScopeDep, services: ServicesDep) -> Stream:
     """One stream."""
-    async with services.db.scoped(scope) as conn:
-        return _stream(await streams.get_stream(conn, scope, stream_id=stream_id))
+    return _stream(await read_one(services, scope, streams.get_stream, stream_id=stream_id))
 
 
 @router.patch(
@@ -409,10 +408,9 @@ async def get_event(
     stream_id: str, event_id: str, scope: ScopeDep, services: ServicesDep
 ) -> EventWithDeliveries:
     """One event with its delivery lines."""
-    async with services.db.scoped(scope) as conn:
-        row, deliveries = await events.get_event(
-            conn, scope, stream_id=stream_id, event_id=event_id
-        )
+    row, deliveries = await read_one(
+        services, scope, events.get_event, stream_id=stream_id, event_id=event_id
+    )
     return EventWithDeliveries.model_validate({**_event(row), "deliveries": deliveries})
 
 

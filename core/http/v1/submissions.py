@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from core.http.access import AuditedRoute, ChangeDep, audit_as
 from core.http.deps import NowDep, ServicesDep
 from core.http.v1.auth import AccessDep, ScopeDep, needs
-from core.http.v1.shared import REPLICA_READ, Page, problems, replica_lag_headers
+from core.http.v1.shared import REPLICA_READ, Page, problems, read_one, replica_lag_headers
 from core.owner.roles import require
 from core.platform.ids import id_pattern
 from core.platform.pagination import (
@@ -172,8 +172,7 @@ async def submissions_erase(
     await erase_submission(
         change, submission_id, storage_url=services.settings.storage_url, now=now
     )
-    async with services.db.scoped(scope) as conn:
-        return await get_submission(conn, scope, submission_id, now=now)
+    return await read_one(services, scope, get_submission, submission_id, now=now)
 
 
 @router.post(
@@ -188,8 +187,7 @@ async def submissions_release(
     routes that take accepted submissions get one delivery each, once (`409
     already_released` after). Answers the submission."""
     await release_submission(change, services, submission_id, now=now)
-    async with services.db.scoped(scope) as conn:
-        return await get_submission(conn, scope, submission_id, now=now)
+    return await read_one(services, scope, get_submission, submission_id, now=now)
 
 
 @router.post(
@@ -203,8 +201,7 @@ async def submissions_spam(
     """Mark a submission as spam: unsent deliveries end `skipped` (`submission_spam`).
     Answers the submission."""
     await mark_spam(change, services, submission_id, now=now)
-    async with services.db.scoped(scope) as conn:
-        return await get_submission(conn, scope, submission_id, now=now)
+    return await read_one(services, scope, get_submission, submission_id, now=now)
 
 
 @router.get(
