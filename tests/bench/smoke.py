@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "cloud": [],
     "bomb": [],
     "history": [],
+    "scale": [],
 }
 # What a smoke run may take before it counts as failed (a benchmark that hangs).
 TIMEOUT = 300.0
