@@ -370,20 +370,21 @@ async def submit(layout: Layout, planned: list[dict[str, Any]], concurrency: int
 # --- retention -----------------------------------------------------------------------------
 
 
-async def _history_bytes(conn: Conn) -> int:
-    """The history tables' size (a partitioned one's: every partition's)."""
-    total = 0
-    for table in HISTORY_TABLES:
-        total += int(
-            await _scalar(
-                conn,
-                "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT sum(pg_total_relation_size(relid))"
-                " FROM pg_partition_tree(c.oid)) ELSE pg_total_relation_size(c.oid) END"
-                " FROM pg_class c WHERE c.oid = %(t)s::regclass",
-                {"t": table},
-            )
+async def _table_bytes(conn: Conn, table: str) -> int:
+    """A table's size with its indexes (a partitioned one's: every partition's)."""
+    return int(
+        await _scalar(
+            conn,
+            "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT sum(pg_total_relation_size(relid))"
+            " FROM pg_partition_tree(c.oid)) ELSE pg_total_relation_size(c.oid) END"
+            " FROM pg_class c WHERE c.oid = %(t)s::regclass",
+            {"t": table},
         )
-    return total
+    )
+
+
+async def _history_bytes(conn: Conn) -> int:
+    return sum([await _table_bytes(conn, table) for table in HISTORY_TABLES])
 
 
 async def _older(conn: Conn, before: datetime) -> int:
@@ -557,31 +558,36 @@ async def run(args: argparse.Namespace) -> bool:
             drop_database(args.admin_url, name)
 
 
-async def _counts(layout: Layout) -> dict[str, int]:
+async def _counts(layout: Layout) -> tuple[dict[str, int], dict[str, int]]:
+    """Each big table's rows; the history tables' and the database's bytes."""
     conn = await connect(layout.url)
     try:
         counts = {
             table: int(await _scalar(conn, f"SELECT count(*) FROM {table}"))  # module's names
             for table in ("submissions", "deliveries", "delivery_attempts", "events")
         }
-        counts["database bytes"] = int(
-            await _scalar(conn, "SELECT pg_database_size(current_database())")
-        )
-        return counts
+        sizes = {
+            "history bytes": await _history_bytes(conn),
+            "database bytes": int(
+                await _scalar(conn, "SELECT pg_database_size(current_database())")
+            ),
+        }
+        return counts, sizes
     finally:
         await conn.close()
 
 
 async def _report(layouts: list[Layout], shape: Shape, args: argparse.Namespace) -> bool:
-    counts = [await _counts(layout) for layout in layouts]
-    rows = {k: v for k, v in counts[0].items() if k != "database bytes"}
-    same = rows == {k: v for k, v in counts[1].items() if k != "database bytes"}
+    (rows, before_sizes), (other_rows, current_sizes) = [
+        await _counts(layout) for layout in layouts
+    ]
+    same = rows == other_rows
     per = rows["submissions"]
     print(
         "rows (each layout): "
         + ", ".join(f"{table} {n:,} ({n / per:.2f} per submission)" for table, n in rows.items())
         + f"; {rows['delivery_attempts'] / rows['deliveries']:.2f} attempts per delivery"
-        + ("" if same else f"; THE CURRENT LAYOUT HOLDS OTHERS: {counts[1]}")
+        + ("" if same else f"; THE CURRENT LAYOUT HOLDS OTHERS: {other_rows}")
     )
     conn = await connect(layouts[0].url)
     try:
@@ -590,12 +596,13 @@ async def _report(layouts: list[Layout], shape: Shape, args: argparse.Namespace)
         await conn.close()
     print(f"{args.rounds} round(s), each read {args.repeat} times a round (medians)\n")
     right = await measure(layouts, goal, args) and same
-    _row(
-        "database size after loading",
-        _size(counts[0]["database bytes"]),
-        _size(counts[1]["database bytes"]),
-        _ratio([counts[1]["database bytes"] / counts[0]["database bytes"]]),
-    )
+    for label, key in (("database", "database bytes"), ("history tables", "history bytes")):
+        _row(
+            f"{label}, size after loading",
+            _size(before_sizes[key]),
+            _size(current_sizes[key]),
+            _ratio([current_sizes[key] / before_sizes[key]]),
+        )
     cutoff = _week_start(shape.start + timedelta(days=31))
     removals = [
         await retention(layout, cutoff, current=layout.label == "current") for layout in layouts
@@ -610,7 +617,7 @@ async def _report(layouts: list[Layout], shape: Shape, args: argparse.Namespace)
         _ratio([c.wal_bytes / max(b.wal_bytes, 1)]),
     )
     _row(
-        "history tables after it and VACUUM",
+        "history tables, size after it and VACUUM",
         _size(b.history_bytes),
         _size(c.history_bytes),
         _ratio([c.history_bytes / b.history_bytes]),
