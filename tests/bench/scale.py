@@ -13,7 +13,7 @@ installation running the partitioned layout for that long has them (its empty le
 partition dropped, as the history pass drops it 90 days after the upgrade); the history
 tables are then loaded into both alike. Everything is VACUUMed and ANALYZEd.
 
-Then, `--rounds` times (3), each layout in turn (the order alternating), through the code's
+Then, `--rounds` times (3), the layouts alternating sample by sample, through the code's
 own functions and statements: the worker's claim (`claim_due`, the worker's batch, rolled
 back so that each one claims the same rows), the inbox's first page and a page a year
 deep (`list_submissions`, as GET /v1/submissions runs it: read-only, as the application
@@ -475,13 +475,20 @@ async def measure(layouts: list[Layout], goal: Targets, args: argparse.Namespace
         for read in READS.values():
             await read(layout, goal)
     for turn in range(args.rounds):
-        for layout in layouts if turn % 2 == 0 else layouts[::-1]:
-            for label, read in READS.items():
-                times = 1 if read is export else args.repeat
-                samples = [await read(layout, goal) for _ in range(times)]
+        # Each read alternates between the layouts, sample by sample (the machine's speed
+        # drifts), the first alternating too.
+        order = layouts if turn % 2 == 0 else layouts[::-1]
+        for label, read in READS.items():
+            samples: dict[str, list[tuple[float, int]]] = {layout.label: [] for layout in layouts}
+            for n in range(1 if read is export else args.repeat):
+                for layout in order if n % 2 == 0 else order[::-1]:
+                    samples[layout.label].append(await read(layout, goal))
+            for layout in layouts:
                 key = (label, layout.label)
-                medians.setdefault(key, []).append(statistics.median(s for s, _ in samples))
-                found.setdefault(key, set()).update(n for _, n in samples)
+                taken = samples[layout.label]
+                medians.setdefault(key, []).append(statistics.median(s for s, _ in taken))
+                found.setdefault(key, set()).update(n for _, n in taken)
+        for layout in order:
             planned = await _submit_params(layout, goal, args.submits)
             rates[layout.label].append(await submit(layout, planned, args.concurrency))
     before, current = (layout.label for layout in layouts)
