@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "bomb": [],
     "history": [],
     "keys": [],
+    "scale": [],
 }
 # What a smoke run may take before it counts as failed (a benchmark that hangs).
 TIMEOUT = 300.0
