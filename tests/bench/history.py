@@ -28,7 +28,7 @@ from datetime import timedelta
 
 from core.platform.db import Conn, connect
 from core.platform.queries import queries
-from tests.bench.support import Databases
+from tests.bench.support import Databases, span
 from tests.support.seed import seed_organization
 
 BATCH = 5_000
@@ -125,11 +125,6 @@ async def one_round(url: str, rows: int) -> tuple[Removal, Removal]:
         await conn.close()
 
 
-def _span(values: list[float], unit: str, scale: float = 1.0) -> str:
-    low, high = min(values) / scale, max(values) / scale
-    return f"{low:.3f}{unit}" if low == high else f"{low:.3f}-{high:.3f}{unit}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--admin-url", required=True)
@@ -146,15 +141,15 @@ def main() -> None:
     for label, index in (("DELETE in batches (before)", 0), ("DROP of the week (after)", 1)):
         ways = [result[index] for result in results]
         print(
-            f"  {label:28} {_span([w.seconds for w in ways], ' s')}"
-            f"  WAL {_span([w.wal_bytes for w in ways], ' MB', 1e6)}"
-            f"  size after VACUUM {_span([w.size_after for w in ways], ' MB', 1e6)}"
+            f"  {label:28} {span([w.seconds for w in ways], ' s', digits=3)}"
+            f"  WAL {span([w.wal_bytes for w in ways], ' MB', scale=1e6, digits=3)}"
+            f"  size after VACUUM {span([w.size_after for w in ways], ' MB', scale=1e6, digits=3)}"
         )
     print(
         "  time ratio (drop / delete)",
-        _span([d.seconds / max(b.seconds, 1e-9) for b, d in results], "x"),
+        span([d.seconds / max(b.seconds, 1e-9) for b, d in results], "x", digits=3),
         " WAL ratio",
-        _span([d.wal_bytes / max(b.wal_bytes, 1) for b, d in results], "x"),
+        span([d.wal_bytes / max(b.wal_bytes, 1) for b, d in results], "x", digits=3),
     )
 
 

@@ -30,6 +30,7 @@ from psycopg import sql
 from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import Conn, connect
 from core.platform.migrate import MIGRATIONS_DIR, migrate
+from tests.bench.support import span
 from tests.support.databases import create_database, database_url, drop_database
 from tests.support.seed import seed_organization
 
@@ -106,11 +107,6 @@ async def one_round(url: str, directory: Path, held: str, rows: int) -> tuple[fl
         await conn.close()
 
 
-def _span(values: list[float], unit: str) -> str:
-    low, high = min(values), max(values)
-    return f"{low:.2f}{unit}" if low == high else f"{low:.2f}-{high:.2f}{unit}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--admin-url", required=True)
@@ -135,9 +131,9 @@ def main() -> None:
     finally:
         shutil.rmtree(directory.parent, ignore_errors=True)
     print(f"{rows:,} rows in each of {', '.join(TABLES)}, {rounds} round(s)")
-    print(f"  an index on id of each (reference)  {_span([r for r, _ in results], ' s')}")
-    print(f"  migration 0062                       {_span([u for _, u in results], ' s')}")
-    print("  ratio (0062 / reference)", _span([u / max(r, 1e-9) for r, u in results], "x"))
+    print(f"  an index on id of each (reference)  {span([r for r, _ in results], ' s')}")
+    print(f"  migration 0062                       {span([u for _, u in results], ' s')}")
+    print("  ratio (0062 / reference)", span([u / max(r, 1e-9) for r, u in results], "x"))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ from core.platform.migrate import migrate
 from tests.support.databases import create_database, database_url, drop_database
 
 
+def span(values: list[float], unit: str, *, scale: float = 1.0, digits: int = 2) -> str:
+    """The range of a figure over rounds (`1.20-1.35 s`), or its one value when they agree."""
+    low, high = min(values) / scale, max(values) / scale
+    return f"{low:.{digits}f}{unit}" if low == high else f"{low:.{digits}f}-{high:.{digits}f}{unit}"
+
+
 def migrated(admin_url: str) -> str:
     """A new database with every migration applied; its name."""
     name = create_database(admin_url)

@@ -78,17 +78,32 @@ async def test_migrate__two_concurrent_cli_runs_apply_once(empty_db_url: str) ->
     assert names == [m.name for m in discover()]
 
 
+class EarlierRelease:
+    """The migrations folder of the release before `later` (every migration but it), in
+    `tmp_path`: `install` migrates a database to it, `upgrade` then applies `later`."""
+
+    def __init__(self, tmp_path: Path, later: str) -> None:
+        self.directory = tmp_path / "migrations"
+        shutil.copytree(MIGRATIONS_DIR, self.directory)
+        self.later = self.directory / later
+        self.held = self.later.read_text()
+        self.later.unlink()
+
+    async def install(self, conn: Conn) -> list[str]:
+        return await migrate(conn, self.directory, destination_types=DESTINATION_TYPES)
+
+    async def upgrade(self, conn: Conn) -> list[str]:
+        self.later.write_text(self.held)
+        return await migrate(conn, self.directory, destination_types=DESTINATION_TYPES)
+
+
 async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
     empty_db_url: str, tmp_path: Path
 ) -> None:
-    directory = tmp_path / "migrations"
-    shutil.copytree(MIGRATIONS_DIR, directory)
-    fix = directory / "0041_orphan_stream_routes.sql"
-    held = fix.read_text()
-    fix.unlink()
+    release = EarlierRelease(tmp_path, "0041_orphan_stream_routes.sql")
     conn = await connect(empty_db_url)
     try:
-        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
+        await release.install(conn)
         # As an earlier release left them: a deleted destination whose stream route stayed.
         acme = await make_tenant(conn, plan="pro")
         gone = await make_destination(conn, acme)
@@ -106,10 +121,7 @@ async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
         await conn.execute(
             "UPDATE destinations SET deleted_at = now() WHERE id = %(d)s", {"d": gone}
         )
-        fix.write_text(held)
-        assert await migrate(conn, directory, destination_types=DESTINATION_TYPES) == [
-            "0041_orphan_stream_routes.sql"
-        ]
+        assert await release.upgrade(conn) == ["0041_orphan_stream_routes.sql"]
         live = await rows(conn, "SELECT id FROM stream_routes WHERE deleted_at IS NULL")
     finally:
         await conn.close()
@@ -119,20 +131,13 @@ async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
 async def test_migrate__0062_keys_a_populated_installation_by_organization(
     empty_db_url: str, tmp_path: Path
 ) -> None:
-    directory = tmp_path / "migrations"
-    shutil.copytree(MIGRATIONS_DIR, directory)
-    keys = directory / "0062_distribution_keys.sql"
-    held = keys.read_text()
-    keys.unlink()
+    release = EarlierRelease(tmp_path, "0062_distribution_keys.sql")
     conn = await connect(empty_db_url)
     try:
-        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
+        await release.install(conn)
         ids = await seed_organization(conn)
         before = await _row_counts(conn)
-        keys.write_text(held)
-        assert await migrate(conn, directory, destination_types=DESTINATION_TYPES) == [
-            "0062_distribution_keys.sql"
-        ]
+        assert await release.upgrade(conn) == ["0062_distribution_keys.sql"]
         after = await _row_counts(conn)
         key = await rows(
             conn,
