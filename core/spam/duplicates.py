@@ -1,9 +1,11 @@
 """Duplicates (docs/spam.md#duplicates): the same content posted to one form more than
 `duplicate_max` times in a window, from any addresses, is spam after the first posts.
 
-A post has up to MAX_FINGERPRINTS fingerprints: one of its whole value set, and one of each
-long free-text value on its own (whatever its field), so a pitch posted from many addresses
-with a different name and email each time is still the same pitch. A fingerprint is a keyed
+A post has up to MAX_FINGERPRINTS fingerprints: one of each long free-text value on its own
+(whatever its field), so a pitch posted from many addresses with a different name and email
+each time is still the same pitch; a post with no long text has one of its whole value set
+instead (the same values always hold the same long texts, so a post with one needs no other
+print to be caught, and its submit counts one row fewer). A fingerprint is a keyed
 hash (HMAC-SHA256 under the secret key, 16 bytes) of the text normalised (case-folded, its
 words only, one space between them), never the values. The submit path reads the counts of
 a post's fingerprints before the checks that follow (`spam_lookup`, read-only), and the
@@ -36,21 +38,23 @@ MAX_FINGERPRINTS = 8
 def fingerprints(
     values: Mapping[str, Any], pieces: list[Piece], secret_key: bytes
 ) -> tuple[bytes, ...]:
-    """The keyed hashes of the values normalised (the whole set, then each long text value
-    of their `pieces`), sorted (the statement's upserts lock them in this order); none for
-    values with too little text."""
-    normal = {field: _normal(value) for field, value in sorted(values.items())}
-    if sum(len(str(v)) for v in normal.values()) < MIN_TEXT:
-        return ()
-    canonical = json.dumps(normal, ensure_ascii=False, separators=(",", ":"))[: MAX_TEXT * 2]
-    found = {_keyed(secret_key, b"dup:" + canonical.encode())}
+    """The keyed hashes of the long text values of `pieces` normalised, or when there is
+    none of the whole value set, sorted (the statement's upserts lock them in this order);
+    none for values with too little text."""
+    found: set[bytes] = set()
     for piece in pieces:
         if len(found) >= MAX_FINGERPRINTS:
             break
         phrase = piece.phrase.strip()
         if len(phrase) >= LONG_TEXT:
             found.add(_keyed(secret_key, b"text:" + phrase.encode()))
-    return tuple(sorted(found))
+    if found:
+        return tuple(sorted(found))
+    normal = {field: _normal(value) for field, value in sorted(values.items())}
+    if sum(len(str(v)) for v in normal.values()) < MIN_TEXT:
+        return ()
+    canonical = json.dumps(normal, ensure_ascii=False, separators=(",", ":"))[: MAX_TEXT * 2]
+    return (_keyed(secret_key, b"dup:" + canonical.encode()),)
 
 
 def _keyed(secret_key: bytes, data: bytes) -> bytes:

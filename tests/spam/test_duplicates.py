@@ -157,3 +157,21 @@ async def test_duplicates__short_answers_from_many_visitors_are_never_counted_al
             values = {"email": f"person{n}@mail.example", "message": "I would like a quote"}
             await _post(client, form, n, values)
     assert await _statuses(conn) == {("accepted", None): 6}
+
+
+async def test_duplicates__a_post_with_long_texts_counts_them_not_its_values(
+    services: Services, conn: Conn
+) -> None:
+    _, form = await spam_form(services, conn, {"duplicate_max": 2})
+    long_texts = {"email": "lead@shop.example", "message": PITCH, "notes": PITCH + " Twice."}
+    async with _proxied(services) as client:
+        await _post(client, form, 1, long_texts)
+        counted = len(await rows(conn, "SELECT 1 FROM spam_fingerprints"))
+        await _post(client, form, 2, SEO)
+        # The same values again, as a browser posting twice from another address: still
+        # caught, through their long texts.
+        for n in (3, 4):
+            await _post(client, form, n, long_texts)
+    assert counted == 2  # one per long text, none for the whole values
+    assert len(await rows(conn, "SELECT 1 FROM spam_fingerprints")) == 3  # SEO: its values
+    assert await _statuses(conn) == {("accepted", None): 3, ("spam", "duplicate_content"): 1}
