@@ -118,8 +118,9 @@ SELECT status, reason, count(*)::int AS count
  ORDER BY status, reason
 
 -- name: lock_due_ham
--- Submissions whose implicit ham is due (`ham_due_at`, docs/spam.md#implicit-ham), oldest
--- first, locked (several machines take different ones), each with what the pass does:
+-- Submissions whose implicit ham is due (`ham_due`, docs/spam.md#implicit-ham), oldest
+-- first, their queue rows locked (several machines take different ones), each with what the
+-- pass does:
 -- `teach` (still accepted with its values, its form's implicit ham still on, every
 -- delivery to a route sent, nothing taught of it yet), `wait` (a delivery still on its way,
 -- within a week of arrival) or `drop` (anything else: marked, erased, undelivered).
@@ -136,16 +137,18 @@ SELECT s.id, s.organization_id, s."values",
                             AND d.status <> 'sent')
             THEN CASE WHEN s.received_at > %(now)s - interval '7 days' THEN 'wait' ELSE 'drop' END
             ELSE 'teach' END AS outcome
-  FROM submissions s
+  FROM ham_due h
+  JOIN submissions s ON s.id = h.submission_id AND s.organization_id = h.organization_id
   JOIN forms f ON f.id = s.form_id AND f.organization_id = s.organization_id
- WHERE s.ham_due_at IS NOT NULL AND s.ham_due_at <= %(now)s
- ORDER BY s.ham_due_at
+ WHERE h.due_at <= %(now)s
+ ORDER BY h.due_at
  LIMIT %(limit)s
-   FOR UPDATE OF s SKIP LOCKED
+   FOR UPDATE OF h SKIP LOCKED
 
 -- name: settle_due_ham
--- The pass's outcome of due submissions: done (`ids`: taught or dropped), or due again in
--- an hour (`waiting`: a delivery still on its way).
-UPDATE submissions
-   SET ham_due_at = CASE WHEN id = ANY(%(waiting)s::text[]) THEN %(later)s ELSE NULL END
- WHERE id = ANY(%(ids)s::text[]) OR id = ANY(%(waiting)s::text[])
+-- The pass's outcome of due submissions: done (`ids`: taught or dropped, out of the queue),
+-- or due again in an hour (`waiting`: a delivery still on its way).
+WITH done AS (
+    DELETE FROM ham_due WHERE submission_id = ANY(%(ids)s::text[])
+)
+UPDATE ham_due SET due_at = %(later)s WHERE submission_id = ANY(%(waiting)s::text[])

@@ -141,8 +141,7 @@ WITH fresh AS MATERIALIZED (
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
                              field_order, meta, form_snapshot, idempotency_key, payload_hash,
-                             client_hash, schema_version, received_at, erase_at, spam_score,
-                             ham_due_at)
+                             client_hash, schema_version, received_at, erase_at, spam_score)
     SELECT %(id)s, %(organization_id)s, %(form_id)s,
            CASE WHEN g.limited THEN 'quarantined' WHEN g.duplicated THEN 'spam'
                 ELSE %(status)s END,
@@ -159,12 +158,17 @@ WITH fresh AS MATERIALIZED (
                                                 WHEN g.duplicated
                                                 THEN %(duplicate_retention_days)s::int
                                                 ELSE %(retention_days)s::int END),
-           CASE WHEN g.limited OR g.duplicated THEN NULL ELSE %(spam_score)s::real END,
-           CASE WHEN g.limited OR g.duplicated THEN NULL
-                ELSE %(ham_due_at)s::timestamptz END
+           CASE WHEN g.limited OR g.duplicated THEN NULL ELSE %(spam_score)s::real END
       FROM stored g
     ON CONFLICT ON CONSTRAINT submissions_form_idempotency_key DO NOTHING
     RETURNING id, status, reason
+), ham AS (
+    -- When it teaches the learned filter "not spam" unless marked first (implicit ham,
+    -- docs/spam.md#implicit-ham): the stored variant of an accepted post only.
+    INSERT INTO ham_due (submission_id, organization_id, due_at)
+    SELECT s.id, %(organization_id)s, %(ham_due_at)s::timestamptz
+      FROM submission s CROSS JOIN stored g
+     WHERE %(ham_due_at)s::timestamptz IS NOT NULL AND NOT g.limited AND NOT g.duplicated
 ), attachment AS (
     INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
                              size, sha256, storage_key)

@@ -175,3 +175,36 @@ async def _row_counts(conn: Conn) -> dict[str, int]:
         assert found is not None
         counts[table["relname"]] = found["n"]
     return counts
+
+
+async def test_migrate__0065_moves_due_implicit_ham_into_its_queue(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    release = EarlierRelease(tmp_path, "0065_ham_queue.sql")
+    conn = await connect(empty_db_url)
+    try:
+        await release.install(conn)
+        tenant = await make_tenant(conn, plan="pro")
+        await conn.execute(
+            "INSERT INTO forms (id, organization_id, name) VALUES ('frm_1', %(o)s, 'F')",
+            {"o": tenant.org},
+        )
+        for sub, due in (("sub_due", "2026-12-08T10:00:00Z"), ("sub_done", None)):
+            await conn.execute(
+                'INSERT INTO submissions (id, organization_id, form_id, status, "values",'
+                " payload_hash, ham_due_at) VALUES (%(s)s, %(o)s, 'frm_1', 'accepted', '{}',"
+                " '\\x00', %(due)s)",
+                {"s": sub, "o": tenant.org, "due": due},
+            )
+        assert await release.upgrade(conn) == ["0065_ham_queue.sql"]
+        queued = await rows(conn, "SELECT submission_id, organization_id, due_at FROM ham_due")
+        column = await rows(
+            conn,
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'submissions' AND column_name = 'ham_due_at'",
+        )
+    finally:
+        await conn.close()
+    due = [(q["submission_id"], q["organization_id"], q["due_at"].isoformat()) for q in queued]
+    assert due == [("sub_due", tenant.org, "2026-12-08T10:00:00+00:00")]
+    assert column == []

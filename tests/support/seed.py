@@ -71,6 +71,8 @@ INSERT INTO spam_models (organization_id, spam_docs) VALUES (%(org)s, 1);
 INSERT INTO spam_tokens (organization_id, token, spam) VALUES (%(org)s, '\\x0011223344556677', 1);
 INSERT INTO spam_training (submission_id, organization_id, label, tokens, trained_at)
     VALUES (%(sub)s, %(org)s, 'spam', ARRAY['\\x0011223344556677'::bytea], now());
+INSERT INTO ham_due (submission_id, organization_id, due_at)
+    VALUES (%(sub)s, %(org)s, now() + interval '3 days');
 INSERT INTO members (id, email) VALUES (%(mem)s, %(mem)s || '@example.test');
 INSERT INTO memberships (organization_id, member_id, role) VALUES (%(org)s, %(mem)s, 'owner');
 INSERT INTO organization_email (organization_id, provider, from_address, secret)

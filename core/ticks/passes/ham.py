@@ -1,9 +1,9 @@
 """Implicit ham (docs/spam.md#implicit-ham): an accepted submission delivered and not marked
 as spam within its form's grace period teaches the learned filter "not spam", once. The
-submit path sets when that is due (`ham_due_at`); this pass takes the due ones, `batch` at a
-time in one transaction each (`FOR UPDATE SKIP LOCKED`: passes on several machines take
-different rows), teaches or drops each, and clears it. One still on its way to a
-destination is due again an hour later, for a week."""
+submit statement queues when that is due (a row of `ham_due`, migrations/0065); this pass
+takes the due ones, `batch` at a time in one transaction each (`FOR UPDATE SKIP LOCKED`:
+passes on several machines take different rows), teaches or drops each, and deletes its row.
+One still on its way to a destination is due again an hour later, for a week."""
 
 from __future__ import annotations
 

@@ -115,6 +115,8 @@ OTHER_COLUMNS = {
     ("spam_training", "organization_id"): "id",
     ("spam_training", "label"): "vocabulary",
     ("spam_training", "tokens"): "keyed hashes of the tokens it taught; erase deletes the row",
+    ("ham_due", "submission_id"): "id",
+    ("ham_due", "organization_id"): "id",
     ("form_schemas", "organization_id"): "id",
     ("form_schemas", "form_id"): "id",
     ("form_schemas", "schema"): "owner's schema, or suggested: field names and types only",

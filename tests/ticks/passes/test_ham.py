@@ -72,3 +72,22 @@ async def test_ham__a_form_with_implicit_ham_off_or_a_longer_grace_teaches_nothi
     await run_retention(services, now=utcnow() + timedelta(hours=201), budget=10)
     assert await _taught(conn) == {waiting: "ham"}
     assert dropped not in await _taught(conn)
+
+
+async def test_ham__teaching_never_writes_the_submission_again(
+    services: Services, conn: Conn
+) -> None:
+    """Its due time waits in a queue of its own: the submission's row (its xmin, the
+    transaction that last wrote it) is the one the submit stored, and its indexes get no new
+    entries."""
+    _, form = await spam_form(services, conn)
+    left = await _post(services, form, "A question about delivery times to Leeds")
+    stored = await rows(conn, "SELECT xmin::text AS x FROM submissions WHERE id = %(i)s", i=left)
+    assert await rows(conn, "SELECT submission_id FROM ham_due") == [{"submission_id": left}]
+    stats = await run_retention(services, now=utcnow() + timedelta(hours=73), budget=10)
+    assert stats["implicit_ham_taught"] == 1
+    assert await _taught(conn) == {left: "ham"}
+    assert await rows(conn, "SELECT xmin::text AS x FROM submissions WHERE id = %(i)s", i=left) == (
+        stored
+    )
+    assert await rows(conn, "SELECT 1 FROM ham_due") == []
