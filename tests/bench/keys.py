@@ -2,7 +2,7 @@
 installation, against a reference measured in the same run: one index build on `id` of
 each of the four large tables (what an operator knows as "a reindex of the big tables").
 
-For each round, on a fresh database migrated up to 0061: a seeded organization, then
+For each round, on a fresh database with every migration but 0062: a seeded organization, then
 `--rows` submissions, as many deliveries (one each), delivery attempts and events, and
 `VACUUM ANALYZE`; the reference builds and drops an index on `id` of each table; then
 0062 is applied as an upgrade applies it. Prints per round the seconds of each and the
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from psycopg import sql
 
-from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import Conn, connect
-from core.platform.migrate import MIGRATIONS_DIR, migrate
 from tests.bench.support import span
 from tests.support.databases import create_database, database_url, drop_database
+from tests.support.migrations import EarlierRelease
 from tests.support.seed import seed_organization
 
 MIGRATION = "0062_distribution_keys.sql"
@@ -77,23 +75,19 @@ async def _reference(conn: Conn) -> float:
     return time.perf_counter() - started
 
 
-async def one_round(url: str, directory: Path, held: str, rows: int) -> tuple[float, float]:
+async def one_round(url: str, release: EarlierRelease, rows: int) -> tuple[float, float]:
     conn = await connect(url)
     try:
-        await migrate(conn, directory, destination_types=DESTINATION_TYPES)
+        await release.install(conn)
         seeded = await seed_organization(conn)
         for statement in _FILL:
             await conn.execute(statement, {**seeded, "rows": rows})
         await conn.execute("VACUUM ANALYZE")
         before = await _counts(conn)
         reference = await _reference(conn)
-        (directory / MIGRATION).write_text(held)
-        try:
-            started = time.perf_counter()
-            applied = await migrate(conn, directory, destination_types=DESTINATION_TYPES)
-            upgrade = time.perf_counter() - started
-        finally:
-            (directory / MIGRATION).unlink()
+        started = time.perf_counter()
+        applied = await release.upgrade(conn)
+        upgrade = time.perf_counter() - started
         assert applied == [MIGRATION], applied
         assert await _counts(conn) == before, "0062 lost rows"
         cur = await conn.execute(
@@ -115,21 +109,16 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     rows, rounds = (2_000, 1) if args.smoke else (args.rows, args.rounds)
-    directory = Path(tempfile.mkdtemp(prefix="postbag-bench-keys-")) / "migrations"
-    shutil.copytree(MIGRATIONS_DIR, directory)
-    held = (directory / MIGRATION).read_text()
-    (directory / MIGRATION).unlink()
     results: list[tuple[float, float]] = []
-    try:
-        for _ in range(rounds):
-            name = create_database(args.admin_url)
-            try:
-                url = database_url(args.admin_url, name)
-                results.append(asyncio.run(one_round(url, directory, held, rows)))
-            finally:
-                drop_database(args.admin_url, name)
-    finally:
-        shutil.rmtree(directory.parent, ignore_errors=True)
+    for _ in range(rounds):
+        name = create_database(args.admin_url)
+        try:
+            url = database_url(args.admin_url, name)
+            with tempfile.TemporaryDirectory(prefix="postbag-bench-keys-") as folder:
+                release = EarlierRelease(Path(folder), MIGRATION)
+                results.append(asyncio.run(one_round(url, release, rows)))
+        finally:
+            drop_database(args.admin_url, name)
     print(f"{rows:,} rows in each of {', '.join(TABLES)}, {rounds} round(s)")
     print(f"  an index on id of each (reference)  {span([r for r, _ in results], ' s')}")
     print(f"  migration 0062                       {span([u for _, u in results], ' s')}")

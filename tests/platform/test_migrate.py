@@ -15,6 +15,7 @@ from core.platform.errors import MigrationError
 from core.platform.migrate import MIGRATIONS_DIR, discover, migrate
 from tests.support.builders import make_destination, make_tenant
 from tests.support.cli import subprocess_env
+from tests.support.migrations import EarlierRelease
 from tests.support.records import rows
 from tests.support.seed import seed_organization
 
@@ -76,25 +77,6 @@ async def test_migrate__two_concurrent_cli_runs_apply_once(empty_db_url: str) ->
     finally:
         await conn.close()
     assert names == [m.name for m in discover()]
-
-
-class EarlierRelease:
-    """The migrations folder of the release before `later` (every migration but it), in
-    `tmp_path`: `install` migrates a database to it, `upgrade` then applies `later`."""
-
-    def __init__(self, tmp_path: Path, later: str) -> None:
-        self.directory = tmp_path / "migrations"
-        shutil.copytree(MIGRATIONS_DIR, self.directory)
-        self.later = self.directory / later
-        self.held = self.later.read_text()
-        self.later.unlink()
-
-    async def install(self, conn: Conn) -> list[str]:
-        return await migrate(conn, self.directory, destination_types=DESTINATION_TYPES)
-
-    async def upgrade(self, conn: Conn) -> list[str]:
-        self.later.write_text(self.held)
-        return await migrate(conn, self.directory, destination_types=DESTINATION_TYPES)
 
 
 async def test_migrate__0041_removes_the_stream_routes_of_deleted_destinations(
