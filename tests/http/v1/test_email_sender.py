@@ -248,3 +248,27 @@ async def test_email_sender__an_ses_sender_sends_with_the_organizations_own_acco
     [sent] = ses_backends[DEFAULT_ACCOUNT_ID]["eu-central-1"].sent_messages
     assert "hello@acme.example" in sent.source
     assert ses.sent_messages == []
+
+
+async def test_email_sender__a_resend_sender_changed_without_its_key_keeps_it(
+    services: Services, conn: Conn
+) -> None:
+    acme = await make_tenant(conn)
+    async with api_client(services) as api:
+        first = await api.put(
+            "/v1/organization/email",
+            json={"provider": "resend", "from_address": "hello@acme.example", "secret": "re_k1"},
+            headers=acme.headers,
+        )
+        assert first.status_code == 200, first.text
+        # A new sender address, the key left out: the stored one stays (write-only).
+        moved = await api.put(
+            "/v1/organization/email",
+            json={"provider": "resend", "from_address": "team@acme.example"},
+            headers=acme.headers,
+        )
+        assert moved.status_code == 200, moved.text
+        read = (await api.get("/v1/organization/email", headers=acme.headers)).json()
+    assert (read["from_address"], read["secret_set"]) == ("team@acme.example", True)
+    stored = await conn.execute("SELECT secret FROM organization_email")
+    assert await stored.fetchall() == [{"secret": "re_k1"}]
