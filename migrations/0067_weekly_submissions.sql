@@ -155,7 +155,6 @@ ALTER INDEX submissions_organization_received_idx
 ALTER INDEX submissions_client_recent_idx RENAME TO submissions_legacy_client_recent_idx;
 ALTER INDEX submissions_erase_due_idx RENAME TO submissions_legacy_erase_due_idx;
 ALTER INDEX submissions_form_spam_idx RENAME TO submissions_legacy_form_spam_idx;
-ALTER INDEX submissions_values_trigram_idx RENAME TO submissions_legacy_values_trigram_idx;
 ALTER POLICY submissions_organization_scope ON submissions_legacy
     RENAME TO submissions_legacy_organization_scope;
 
@@ -172,8 +171,16 @@ CREATE INDEX submissions_client_recent_idx ON submissions (form_id, client_hash,
 CREATE INDEX submissions_erase_due_idx ON submissions (erase_at) WHERE erased_at IS NULL;
 CREATE INDEX submissions_form_spam_idx ON submissions (form_id, received_at)
     WHERE status <> 'accepted';
-CREATE INDEX submissions_values_trigram_idx
-    ON submissions USING gin (left("values"::text, 10000) gin_trgm_ops);
+-- The trigram index where 0059 made it (pg_trgm was there).
+DO $$
+BEGIN
+    IF to_regclass('submissions_values_trigram_idx') IS NOT NULL THEN
+        ALTER INDEX submissions_values_trigram_idx RENAME TO submissions_legacy_values_trigram_idx;
+        CREATE INDEX submissions_values_trigram_idx
+            ON submissions USING gin (left("values"::text, 10000) gin_trgm_ops);
+    END IF;
+END;
+$$;
 
 DO $$
 DECLARE
