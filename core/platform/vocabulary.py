@@ -96,7 +96,7 @@ SuppressionReason = Literal["unsubscribed", "bounced", "complained"]
 AttemptOutcome = Literal["sent", "failed", "dead", "fenced"]
 
 # history_partitions.parent: the tables kept in weekly partitions (docs/scale.md).
-HistoryTable = Literal["events", "delivery_attempts"]
+WeeklyTable = Literal["events", "delivery_attempts", "submissions"]
 
 # routes.mode
 RouteMode = Literal["immediate", "digest"]

@@ -108,12 +108,23 @@ UPDATE destinations d
 
 -- name: add_history_week
 -- The week starting at `week_start` as a partition of `parent`, unless one covers it (the
--- function is in migrations/0061_weekly_history.sql); true when it was created.
+-- function is in migrations/0061_weekly_history.sql, as 0067 made it); true when it was
+-- created.
 SELECT history_week_add(%(parent)s, %(week_start)s) AS changed
 
 -- name: history_partitions_past
 -- The dated history partitions whose every row started before `before`, oldest first.
-SELECT name FROM history_partitions WHERE range_end <= %(before)s ORDER BY range_end, name
+SELECT name FROM history_partitions
+ WHERE parent IN ('events', 'delivery_attempts') AND range_end <= %(before)s
+ ORDER BY range_end, name
+
+-- name: submission_weeks_past
+-- The weeks of submissions that ended by `now` whose every row is erased and past its
+-- erase time (the function is in migrations/0067_weekly_submissions.sql), oldest first.
+SELECT name FROM history_partitions
+ WHERE parent = 'submissions' AND range_end <= %(now)s
+   AND submissions_week_expired(name, %(now)s)
+ ORDER BY range_end, name
 
 -- name: history_lock_timeout
 -- How long attaching or dropping a partition waits for a reader of its table before the
@@ -121,7 +132,8 @@ SELECT name FROM history_partitions WHERE range_end <= %(before)s ORDER BY range
 SET LOCAL lock_timeout = '1s'
 
 -- name: drop_history_partition
--- Detach and drop one dated history partition.
+-- Detach and drop one dated partition, after the rows of other tables that reference its
+-- rows.
 SELECT history_partition_drop(%(name)s) AS dropped
 
 -- name: prune_history_leftovers

@@ -35,13 +35,17 @@ SELECT f.id, f.organization_id, f.name, f.accepting, f.allowed_origins, f.honeyp
 -- name: find_previous_submission
 -- The submission an idempotency key (or, without one, the same client and payload within
 -- the last 60 seconds) already produced, if any.
+SELECT s.id, s.payload_hash
+  FROM submission_keys k
+  JOIN submissions s ON s.id = k.submission_id AND s.organization_id = k.organization_id
+ WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
+UNION ALL
 SELECT id, payload_hash
   FROM submissions
  WHERE form_id = %(form_id)s
-   AND (idempotency_key = %(idempotency_key)s::text
-        OR (%(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
-            AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
-            AND received_at > %(now)s - interval '60 seconds'))
+   AND %(idempotency_key)s::text IS NULL AND idempotency_key IS NULL
+   AND client_hash = %(client_hash)s AND payload_hash = %(payload_hash)s
+   AND received_at > %(now)s - interval '60 seconds'
 
 -- name: insert_submission
 -- The submit transaction in one statement: unless the idempotency key (or, without one,
@@ -84,9 +88,10 @@ WITH fresh AS MATERIALIZED (
 ), existing AS (
     -- At most one row: keys are unique per form, and key-less repeats within 60 s are
     -- folded into the first. With a key, the submission it produced (a concurrent one is
-    -- caught by ON CONFLICT below); without one, what the gate found after its lock.
-    SELECT k.id, k.payload_hash
-      FROM submissions k
+    -- caught by ON CONFLICT in `keyed` below); without one, what the gate found after its lock.
+    SELECT s.id, s.payload_hash
+      FROM submission_keys k
+      JOIN submissions s ON s.id = k.submission_id AND s.organization_id = k.organization_id
      WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
     UNION ALL
     SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
@@ -138,6 +143,15 @@ WITH fresh AS MATERIALIZED (
 ), stored AS (
     SELECT a.limited, a.duplicated FROM judged a
      WHERE NOT a.for_review OR EXISTS (SELECT 1 FROM review_room)
+), keyed AS (
+    -- The idempotency key, unique per form across the weeks of submissions (0066): taken
+    -- by this submission unless a concurrent one with the same key took it first.
+    INSERT INTO submission_keys (form_id, idempotency_key, organization_id, submission_id)
+    SELECT %(form_id)s, %(idempotency_key)s::text, %(organization_id)s, %(id)s
+      FROM stored
+     WHERE %(idempotency_key)s::text IS NOT NULL
+    ON CONFLICT ON CONSTRAINT submission_keys_pkey DO NOTHING
+    RETURNING 1
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
                              field_order, meta, form_snapshot, idempotency_key, payload_hash,
@@ -160,7 +174,7 @@ WITH fresh AS MATERIALIZED (
                                                 ELSE %(retention_days)s::int END),
            CASE WHEN g.limited OR g.duplicated THEN NULL ELSE %(spam_score)s::real END
       FROM stored g
-    ON CONFLICT ON CONSTRAINT submissions_form_idempotency_key DO NOTHING
+     WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM keyed)
     RETURNING id, status, reason
 ), ham AS (
     -- When it teaches the learned filter "not spam" unless marked first (implicit ham,

@@ -86,8 +86,10 @@ from tests.support.settings import built_services
 PARTITIONING = "0061_weekly_history.sql"
 # Later migrations the reference takes too: the current code's statements, which both
 # layouts run, need them (the submit statement counts on usage shards up to 63 and queues
-# implicit ham in `ham_due`).
-NEEDED_BY_THE_CODE = frozenset({"0064_usage_shards.sql", "0065_ham_queue.sql"})
+# implicit ham in `ham_due` and keeps idempotency keys in `submission_keys`).
+NEEDED_BY_THE_CODE = frozenset(
+    {"0064_usage_shards.sql", "0065_ham_queue.sql", "0066_submission_keys.sql"}
+)
 HISTORY_TABLES = ("events", "delivery_attempts")
 # The history pass as it was before 0061 (core/sql/retention.sql then): a batch at a time.
 PRUNED_BEFORE = {

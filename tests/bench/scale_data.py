@@ -171,7 +171,8 @@ def form_id(org: int, form: int) -> str:
 
 
 # The ids are hex digits (a subset of the ids' alphabet, so they have the shape of
-# `new_id`'s): submissions' and deliveries' start with their time, as `new_id`'s do.
+# `new_id`'s): deliveries' start with their time in hex; submissions' with their millisecond
+# in base32 as `new_id`'s do, since 0067 partitions submissions by those ids' ranges.
 ORGANIZATIONS = """
 INSERT INTO organizations (id, name, plan, created_at)
 SELECT 'org_' || lpad(to_hex(o), 26, '0'), 'Organization ' || o, 'self_hosted',
@@ -221,8 +222,18 @@ SUBMISSIONS = """
 INSERT INTO submissions (id, organization_id, form_id, status, reason, "values", field_order,
                          meta, form_snapshot, payload_hash, client_hash, received_at,
                          erase_at, erased_at, erase_reason)
-SELECT 'sub_' || lpad(to_hex((extract(epoch FROM x.at) * 1000)::bigint), 11, '0')
-              || lpad(to_hex(x.h1 & 1152921504606846975), 15, '0'),
+SELECT 'sub_'
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 45 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 40 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 35 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 30 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 25 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 20 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 15 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 10 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 5 & 31)::int + 1, 1)
+              || substr('0123456789abcdefghjkmnpqrstvwxyz', (x.ms >> 0 & 31)::int + 1, 1)
+              || '0' || lpad(to_hex(x.h1 & 1152921504606846975), 15, '0'),
        'org_' || lpad(to_hex(x.o), 26, '0'),
        'frm_' || lpad(to_hex(x.o), 12, '0') || lpad(to_hex(x.k), 13, '0') || '0',
        x.status,
@@ -253,7 +264,7 @@ SELECT 'sub_' || lpad(to_hex((extract(epoch FROM x.at) * 1000)::bigint), 11, '0'
        CASE WHEN x.status <> 'accepted' THEN x.at + make_interval(days => %(spam_days)s) END,
        CASE WHEN x.erased THEN x.at + make_interval(days => %(spam_days)s) END,
        CASE WHEN x.erased THEN 'expired' END
-  FROM (SELECT y.*,
+  FROM (SELECT y.*, floor(extract(epoch FROM y.at) * 1000)::bigint AS ms,
                y.status <> 'accepted'
                    AND y.at + make_interval(days => %(spam_days)s) < %(end)s AS erased
           FROM (SELECT z.*,

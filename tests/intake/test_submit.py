@@ -936,12 +936,14 @@ async def test_submit__storage_failure_is_503_and_the_orphan_is_recorded(
 
 
 async def _submissions_index_reads(conn: Conn) -> int:
-    """Index entries read from `submissions` so far (this session's counts flushed first)."""
+    """Index entries read from `submissions`' partitions so far (this session's counts
+    flushed first)."""
     await conn.execute("SELECT pg_stat_force_next_flush()")
     await conn.execute("SELECT 1")
     cur = await conn.execute(
         "SELECT sum(idx_tup_read)::bigint AS n FROM pg_stat_user_indexes "
-        "WHERE relname = 'submissions'"
+        "WHERE relid IN (SELECT inhrelid FROM pg_inherits"
+        " WHERE inhparent = 'submissions'::regclass)"
     )
     row = await cur.fetchone()
     assert row is not None

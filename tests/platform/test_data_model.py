@@ -26,10 +26,10 @@ async def _tenant_tables(conn: Conn) -> list[str]:
     ("statement", "constraint"),
     [
         (
-            """INSERT INTO submissions (id, organization_id, form_id, status, payload_hash,
-                                        idempotency_key)
-               VALUES ('sub_dup', %(org)s, %(frm)s, 'accepted', '\\x01', 'idem-1')""",
-            "submissions_form_idempotency_key",
+            """INSERT INTO submission_keys (form_id, idempotency_key, organization_id,
+                                            submission_id)
+               VALUES (%(frm)s, 'idem-1', %(org)s, %(sub)s)""",
+            "submission_keys_pkey",
         ),
         (
             """INSERT INTO deliveries (id, organization_id, submission_id, route_id,

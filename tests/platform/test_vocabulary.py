@@ -26,7 +26,6 @@ from core.platform.vocabulary import (
     DigestPeriod,
     EmailSenderProvider,
     EraseReason,
-    HistoryTable,
     HookEndReason,
     HookEvent,
     MemberLinkKind,
@@ -45,6 +44,7 @@ from core.platform.vocabulary import (
     SuppressionReason,
     TickName,
     TrainingLabel,
+    WeeklyTable,
 )
 
 # (table, column, its words in the code)
@@ -67,7 +67,7 @@ COLUMNS: list[tuple[str, str, Any]] = [
     ("hooks", "deleted_reason", HookEndReason),
     ("deliveries", "status", DeliveryStatus),
     ("delivery_attempts", "outcome", AttemptOutcome),
-    ("history_partitions", "parent", HistoryTable),
+    ("history_partitions", "parent", WeeklyTable),
     ("alerts", "kind", AlertKind),
     ("alerts", "status", AlertStatus),
     ("worker_heartbeats", "tick", TickName),

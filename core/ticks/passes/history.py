@@ -1,8 +1,10 @@
-"""History: events and delivery attempts live in weekly partitions (docs/scale.md); this pass
-creates the weeks ahead, drops each week whose every row is older than `HISTORY_DAYS`, and
-deletes old rows a batch at a time from the partitions no week holds (the legacy one an
-upgrade left, and the default one). Handled notices older than the period are deleted in
-batches (docs/operations.md#retention)."""
+"""History and submissions: events, delivery attempts and submissions live in weekly
+partitions (docs/scale.md); this pass creates each table's weeks ahead, drops each history
+week whose every row is older than `HISTORY_DAYS` and each week of submissions whose every
+row is erased and past its erase time (after what references them), and deletes old history
+rows a batch at a time from the partitions no week holds (the legacy one an upgrade left,
+and the default one). Handled notices older than the period are deleted in batches
+(docs/operations.md#retention)."""
 
 from __future__ import annotations
 
@@ -14,16 +16,23 @@ import psycopg
 
 from core.platform.logs import log
 from core.platform.queries import queries
-from core.platform.vocabulary import HistoryTable
+from core.platform.vocabulary import WeeklyTable
 from core.ticks.maintenance import PassContext, prune
 
 HISTORY_DAYS = 90
 # Weeks kept ready after the current one, so a late tick never sends a row to the default.
 WEEKS_AHEAD = 4
-# Each partitioned table, with the counter of its rows pruned in batches.
-HISTORY_TABLES: dict[HistoryTable, str] = {
+# Each history table, with the counter of its rows pruned in batches.
+HISTORY_TABLES: dict[WeeklyTable, str] = {
     "events": "events_pruned",
     "delivery_attempts": "attempts_pruned",
+}
+# Each weekly partitioned table, with the prefix of its counters (`…_weeks_added`,
+# `…_weeks_dropped`, `…_weeks_busy`).
+WEEKLY_TABLES: dict[WeeklyTable, str] = {
+    "events": "history",
+    "delivery_attempts": "history",
+    "submissions": "submission",
 }
 
 
@@ -37,28 +46,40 @@ async def run(ctx: PassContext) -> Counter[str]:
     before = ctx.now - timedelta(days=HISTORY_DAYS)
     stats: Counter[str] = Counter()
     first = week_start(ctx.now)
-    for table in HISTORY_TABLES:
+    for table, prefix in WEEKLY_TABLES.items():
         for week in range(WEEKS_AHEAD + 1):
             outcome = await _locked(
                 ctx,
                 "add_history_week",
                 {"parent": table, "week_start": first + timedelta(weeks=week)},
             )
-            stats["history_weeks_added" if outcome == "done" else "history_weeks_busy"] += (
+            stats[f"{prefix}_weeks_added" if outcome == "done" else f"{prefix}_weeks_busy"] += (
                 outcome != "skipped"
             )
+    await _drop_past(ctx, "history", "history_partitions_past", {"before": before}, stats)
+    await _drop_past(ctx, "submission", "submission_weeks_past", {"now": ctx.now}, stats)
+    for table, counter in HISTORY_TABLES.items():
+        stats[counter] = await _prune_leftovers(ctx, table, before)
+    stats["notifications_pruned"] = await prune(ctx, "prune_notifications", before=before)
+    return stats
+
+
+async def _drop_past(
+    ctx: PassContext,
+    prefix: str,
+    statement: str,
+    params: dict[str, object],
+    stats: Counter[str],
+) -> None:
+    """Drop each week `statement` finds past, oldest first, while the budget lasts."""
     async with ctx.services.db.connection() as conn:
-        cur = await conn.execute(queries["history_partitions_past"], {"before": before})
+        cur = await conn.execute(queries[statement], params)
         past = [row["name"] for row in await cur.fetchall()]
     for name in past:
         if time.monotonic() > ctx.deadline:
             break
         outcome = await _locked(ctx, "drop_history_partition", {"name": name})
-        stats["history_weeks_dropped" if outcome == "done" else "history_weeks_busy"] += 1
-    for table, counter in HISTORY_TABLES.items():
-        stats[counter] = await _prune_leftovers(ctx, table, before)
-    stats["notifications_pruned"] = await prune(ctx, "prune_notifications", before=before)
-    return stats
+        stats[f"{prefix}_weeks_dropped" if outcome == "done" else f"{prefix}_weeks_busy"] += 1
 
 
 async def _locked(ctx: PassContext, statement: str, params: dict[str, object]) -> str:

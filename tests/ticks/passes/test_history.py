@@ -162,12 +162,13 @@ async def test_history__a_row_no_week_holds_yet_is_kept_then_moves_into_its_week
     assert await rows(conn, "SELECT id FROM events_default") == []
     # That week and the next WEEKS_AHEAD, for both tables.
     assert stats["history_weeks_added"] == 2 * (WEEKS_AHEAD + 1)
+    assert stats["submission_weeks_added"] == WEEKS_AHEAD + 1
     ahead = week_start(later) + timedelta(weeks=WEEKS_AHEAD)
     assert await rows(
         conn,
         "SELECT parent FROM history_partitions WHERE range_start = %(at)s ORDER BY parent",
         at=ahead,
-    ) == [{"parent": "delivery_attempts"}, {"parent": "events"}]
+    ) == [{"parent": "delivery_attempts"}, {"parent": "events"}, {"parent": "submissions"}]
     # A week's partition is scoped like its table.
     [scoped] = await rows(
         conn,
