@@ -23,7 +23,7 @@ from core.intake.body import MULTIPART, ParsedBody, UploadedFile, media_type, pa
 from core.intake.checks import decide_status
 from core.intake.files import store_files
 from core.intake.form import Form, forget_form, fresh_form
-from core.intake.plan import Submitted, insert_params
+from core.intake.plan import Submitted, insert_params, unused_parts
 from core.intake.turnstile import TURNSTILE_FIELD
 from core.platform.db import Conn
 from core.platform.errors import (
@@ -292,10 +292,11 @@ async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:
     `insert_submission`).
     """
     dead_connections = 0
+    omit = unused_parts(params)
     for _ in range(3):
         async with services.db.connection() as conn:
             try:
-                cur = await execute(conn, "insert_submission", params)
+                cur = await execute(conn, "insert_submission", params, omit=omit)
                 row = await cur.fetchone()
             except psycopg.OperationalError:
                 # A connection whose backend had died (killed, or the server restarted)

@@ -64,6 +64,8 @@ SELECT id, payload_hash
 -- still at that revision (0018) and its organization's month count still puts the
 -- submission on the side of the quota the caller assumed (%(held)s); the statement then
 -- answers one row with the status `stale`, a repeat included (its answer uses the form).
+-- The parts between `-- if <part>` and `-- end <part>` are left out when the post has nothing
+-- for them (`unused_parts` in core/intake/plan.py).
 -- Returns the new submission with the status it got, or the previous one.
 WITH fresh AS MATERIALIZED (
     SELECT %(form_revision)s::bigint IS NULL OR EXISTS (
@@ -176,6 +178,7 @@ WITH fresh AS MATERIALIZED (
       FROM stored g
      WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM keyed)
     RETURNING id, status, reason
+-- if ham
 ), ham AS (
     -- When it teaches the learned filter "not spam" unless marked first (implicit ham,
     -- docs/spam.md#implicit-ham): the stored variant of an accepted post only.
@@ -183,6 +186,8 @@ WITH fresh AS MATERIALIZED (
     SELECT s.id, %(organization_id)s, %(ham_due_at)s::timestamptz
       FROM submission s CROSS JOIN stored g
      WHERE %(ham_due_at)s::timestamptz IS NOT NULL AND NOT g.limited AND NOT g.duplicated
+-- end ham
+-- if attachments
 ), attachment AS (
     INSERT INTO attachments (id, organization_id, submission_id, field, name, content_type,
                              size, sha256, storage_key)
@@ -191,6 +196,7 @@ WITH fresh AS MATERIALIZED (
       FROM submission s,
            jsonb_to_recordset(%(attachments)s::jsonb) AS a(id text, field text, name text,
                content_type text, size bigint, sha256 text, storage_key text)
+-- end attachments
 ), delivery AS (
     INSERT INTO deliveries (id, organization_id, kind, submission_id, route_id, destination_id,
                             channel, held, max_attempts, next_attempt_at, target, template,
@@ -211,6 +217,7 @@ WITH fresh AS MATERIALIZED (
        AND d.deleted_at IS NULL
       JOIN destination_types t ON t.name = d.type
     RETURNING id
+-- if acknowledgement
 ), stale_acknowledgement_count AS (
     DELETE FROM acknowledgement_counts
      WHERE recipient_hash = %(ack_recipient_hash)s::bytea AND day < %(today)s::date
@@ -237,6 +244,8 @@ WITH fresh AS MATERIALIZED (
            AS a(id text, target jsonb, template jsonb)
       JOIN destination_types t ON t.name = 'email'
     RETURNING id
+-- end acknowledgement
+-- if autoresponse
 ), autoresponse_suppressed AS (
     SELECT EXISTS (SELECT 1 FROM email_suppressions
                     WHERE recipient_hash = %(ar_recipient_hash)s::bytea) AS suppressed
@@ -279,6 +288,7 @@ WITH fresh AS MATERIALIZED (
       JOIN destination_types t ON t.name = 'email'
      WHERE NOT g.limited AND NOT g.duplicated
     RETURNING id
+-- end autoresponse
 ), event AS (
     INSERT INTO events (organization_id, type, subject_id, data)
     SELECT %(organization_id)s, e.item ->> 'type', s.id, e.item -> 'data'
@@ -289,6 +299,7 @@ WITH fresh AS MATERIALIZED (
                                           ELSE %(events)s::jsonb END)
            WITH ORDINALITY AS e(item, n)
      ORDER BY e.n
+-- if drift
 ), drift AS (
     -- The schema drift the submission showed, counted per form, hour, path and keyword;
     -- a row written now (not counted up) is the first of its hour.
@@ -316,6 +327,7 @@ WITH fresh AS MATERIALIZED (
       FROM drift dr
      WHERE dr.count = 1
     HAVING count(*) > 0
+-- end drift
 ), usage AS (
     -- One of the month's shards 1-63, at random: concurrent submits rarely wait on each
     -- other (0064). Shard 0 counts bytes, and a statement may upsert a row only once (review_room).
@@ -327,8 +339,14 @@ WITH fresh AS MATERIALIZED (
     DO UPDATE SET submissions = usage_counters.submissions + 1
 )
 SELECT s.id, true AS created, s.status, s.reason, NULL::bytea AS payload_hash,
-       (SELECT count(*) FROM delivery) + (SELECT count(*) FROM acknowledgement)
-       + (SELECT count(*) FROM autoresponse) AS deliveries,
+       (SELECT count(*) FROM delivery)
+-- if acknowledgement
+       + (SELECT count(*) FROM acknowledgement)
+-- end acknowledgement
+-- if autoresponse
+       + (SELECT count(*) FROM autoresponse)
+-- end autoresponse
+       AS deliveries,
        NULL::timestamptz AS retry_at
   FROM submission s
 UNION ALL

@@ -62,7 +62,7 @@ import psycopg
 from core.destinations.registry import DESTINATION_TYPES
 from core.intake.checks import decide_status
 from core.intake.form import resolve_form
-from core.intake.plan import Submitted, insert_params
+from core.intake.plan import Submitted, insert_params, unused_parts
 from core.intake.submit import payload_hash
 from core.outbox import store
 from core.outbox.passes import WorkerOptions
@@ -369,7 +369,7 @@ async def submit(layout: Layout, planned: list[dict[str, Any]], concurrency: int
     async def run() -> None:
         for params in waiting:
             async with layout.services.db.connection() as conn:
-                cur = await execute(conn, "insert_submission", params)
+                cur = await execute(conn, "insert_submission", params, omit=unused_parts(params))
                 row = await cur.fetchone()
             assert row is not None and row["created"], row
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.platform.queries import number, queries
+from core.platform.queries import number, queries, without
 
 
 def test_number__first_use_order_a_repeated_name_is_one_parameter_and_percent_signs() -> None:
@@ -26,3 +26,16 @@ def test_number__the_long_statements_keep_no_named_placeholder(name: str) -> Non
     numbered = number(queries[name])
     assert "%(" not in numbered.text
     assert len(numbered.names) == len(set(numbered.names))
+
+
+def test_without__leaves_out_the_parts_named_and_keeps_the_others_unmarked() -> None:
+    text = "SELECT 1\n-- if a\n, 2\n-- end a\n-- if b\n, 3\n-- end b\n-- if a\n, 4\n-- end a\n"
+    assert without(text, frozenset({"a"})) == "SELECT 1\n, 3\n"
+    assert without(text, frozenset()) == "SELECT 1\n, 2\n, 3\n, 4\n"
+    assert without(text, frozenset({"a", "b"})) == "SELECT 1\n"
+
+
+def test_load__keeps_the_part_markers_and_drops_other_comments() -> None:
+    text = queries["insert_submission"]
+    assert "-- if attachments\n" in text and "-- end attachments" in text
+    assert "-- The idempotency key" not in text
