@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from functools import lru_cache
 
 UNKNOWN_CLIENT = "unknown"
 
@@ -27,16 +27,25 @@ def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
         return None
 
 
-def _is_trusted(
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address, trusted: Iterable[str]
-) -> bool:
+@lru_cache(maxsize=8)
+def _networks(
+    trusted: tuple[str, ...],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """The trusted proxies' networks, parsed once per setting (an entry that is not one is
+    left out)."""
+    networks = []
     for entry in trusted:
         try:
-            if address in ipaddress.ip_network(entry.strip(), strict=False):
-                return True
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
         except ValueError:
             continue
-    return False
+    return tuple(networks)
+
+
+def _is_trusted(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address, trusted: tuple[str, ...]
+) -> bool:
+    return any(address in network for network in _networks(trusted))
 
 
 def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: list[str]) -> str:
@@ -49,13 +58,14 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies:
     peer_ip = _parse_ip(peer) if peer else None
     if peer_ip is None:
         return UNKNOWN_CLIENT
-    if not forwarded_for or not trusted_proxies or not _is_trusted(peer_ip, trusted_proxies):
+    trusted = tuple(trusted_proxies)
+    if not forwarded_for or not trusted or not _is_trusted(peer_ip, trusted):
         return str(peer_ip)
     for hop in reversed(forwarded_for.split(",")):
         hop_ip = _parse_ip(hop)
         if hop_ip is None:
             break
-        if not _is_trusted(hop_ip, trusted_proxies):
+        if not _is_trusted(hop_ip, trusted):
             return str(hop_ip)
     return str(peer_ip)
 

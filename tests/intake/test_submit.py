@@ -858,6 +858,8 @@ def test_client_address__forwarded_for_only_from_trusted_proxies() -> None:
     assert client_address("10.0.0.2", "198.51.100.1, 10.0.0.3", ["10.0.0.0/8"]) == "198.51.100.1"
     assert client_address("10.0.0.2", "garbage", ["10.0.0.0/8"]) == "10.0.0.2"
     assert client_address(None, "198.51.100.1", ["10.0.0.0/8"]) == "unknown"
+    # An entry that is no network is skipped; the others still count.
+    assert client_address("10.0.0.2", "198.51.100.1", ["proxy", "10.0.0.0/8"]) == "198.51.100.1"
 
 
 async def test_submit__rate_limit_uses_the_forwarded_client_behind_a_trusted_proxy(
