@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from core.destinations.registry import DESTINATION_TYPES
 from core.platform.db import Conn, connect
 from core.platform.ids import new_id
@@ -114,6 +116,51 @@ async def test_weeks__made_ahead_and_a_week_of_erased_rows_dropped_with_its_file
         assert await _partition_of(conn, kept) is None
 
 
+async def _search_targets(conn: Conn) -> dict[str, int]:
+    """Each submissions partition's trigram index, with its expression's statistics target."""
+    found = await rows(
+        conn,
+        "SELECT t.relname AS part, a.attstattarget AS target"
+        "  FROM pg_inherits i"
+        "  JOIN pg_index x ON x.indexrelid = i.inhrelid"
+        "  JOIN pg_class t ON t.oid = x.indrelid"
+        "  JOIN pg_attribute a ON a.attrelid = i.inhrelid AND a.attnum = 1"
+        " WHERE i.inhparent = 'submissions_values_trigram_idx'::regclass",
+    )
+    return {row["part"]: row["target"] for row in found}
+
+
+async def _weeks(conn: Conn) -> set[str]:
+    found = await rows(conn, "SELECT name FROM history_partitions WHERE parent = 'submissions'")
+    return {row["name"] for row in found}
+
+
+async def test_search_statistics__every_week_samples_the_trigram_expression_widely(
+    services: Services, conn: Conn
+) -> None:
+    # Each week's trigram index keeps search's plan steady (migrations/0068): the weeks the
+    # upgrade made, and a week the retention tick makes later.
+    [index] = await rows(
+        conn,
+        "SELECT to_regclass('submissions_values_trigram_idx') IS NOT NULL AS made,"
+        " EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') AS possible",
+    )
+    assert index["made"] == index["possible"]
+    if not index["made"]:
+        pytest.skip("this PostgreSQL has no pg_trgm (the embedded one): no trigram index")
+    before = await _search_targets(conn)
+    assert before.keys() == await _weeks(conn) | {"submissions_default"}
+    assert set(before.values()) == {1000}
+
+    later = week_start(await _first_week(conn)) + timedelta(weeks=WEEKS_AHEAD + 2)
+    await run_retention(services, now=later, budget=20)
+    after = await _search_targets(conn)
+    made = f"submissions_{(later + timedelta(weeks=WEEKS_AHEAD)).strftime('%Y%m%d')}"
+    assert made in after.keys() - before.keys()
+    assert after.keys() == await _weeks(conn) | {"submissions_default"}
+    assert set(after.values()) == {1000}
+
+
 async def test_keys__a_repeat_across_a_week_boundary_answers_the_first_receipt(
     services: Services, conn: Conn
 ) -> None:
@@ -195,7 +242,7 @@ async def test_upgrade__existing_rows_stay_readable_while_posts_land(
         ]
         assert await release.upgrade(conn) == ["0066_submission_keys.sql"]
         applied = await migrate(conn, destination_types=DESTINATION_TYPES)
-        assert applied == ["0067_weekly_submissions.sql"]
+        assert applied == ["0067_weekly_submissions.sql", "0068_search_statistics.sql"]
         assert [await _partition_of(conn, s) for s in before] == ["submissions_legacy"] * 2
         keys = await rows(
             conn, "SELECT idempotency_key, submission_id FROM submission_keys ORDER BY 1"
