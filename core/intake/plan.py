@@ -191,6 +191,7 @@ def unused_parts(params: Mapping[str, Any]) -> frozenset[str]:
     the statement runs without them (each costs the server its tables' locks and a plan
     node even when it inserts no row)."""
     empty = {
+        "keyed": params["idempotency_key"] is None,
         "ham": params["ham_due_at"] is None,
         "attachments": not params["attachments"].obj,
         # An acknowledgement is written only under its address's daily cap.

@@ -181,8 +181,10 @@ async def _attempt(
     row = await _insert(services, params)
     if row["status"] == "stale":
         return None
-    if row["status"] in ("flooded", "review_full"):
-        _refuse(row["status"], row["retry_at"], form, now=now)
+    if row["status"] == "flooded":
+        _refuse("flooded", await _flood_retry_at(services, params), form, now=now)
+    if row["status"] == "review_full":
+        _refuse("review_full", row["retry_at"], form, now=now)
     if not row["created"]:
         return _repeat(row, hashed, body.is_json, form)
     flags = params["flags"]
@@ -283,6 +285,17 @@ def _repeat(
     if bytes(previous["payload_hash"]) != hashed_payload:
         raise IdempotencyConflict("this idempotency key was used with a different payload")
     return Receipt(id=previous["id"], duplicate=True, status="received", is_json=is_json, form=form)
+
+
+async def _flood_retry_at(services: Services, params: Mapping[str, Any]) -> datetime:
+    """When the flooding client of a refused post may post again."""
+    async with services.db.connection() as conn:
+        cur = await conn.execute(queries["flood_retry_at"], params)
+        row = await cur.fetchone()
+    assert row is not None
+    # None when the client's rows left the window since the refusal: it may post at once.
+    retry_at: datetime | None = row["retry_at"]
+    return retry_at or params["now"]
 
 
 async def _insert(services: Services, params: dict[str, Any]) -> dict[str, Any]:

@@ -91,12 +91,15 @@ WITH fresh AS MATERIALIZED (
     -- At most one row: keys are unique per form, and key-less repeats within 60 s are
     -- folded into the first. With a key, the submission it produced (a concurrent one is
     -- caught by ON CONFLICT in `keyed` below); without one, what the gate found after its lock.
+-- if keyed
     SELECT s.id, s.payload_hash
       FROM submission_keys k
       JOIN submissions s ON s.id = k.submission_id AND s.organization_id = k.organization_id
      WHERE k.form_id = %(form_id)s AND k.idempotency_key = %(idempotency_key)s::text
     UNION ALL
-    SELECT g.previous_id, g.previous_hash FROM gate g WHERE g.previous_id IS NOT NULL
+-- end keyed
+    SELECT g.previous_id AS id, g.previous_hash AS payload_hash
+      FROM gate g WHERE g.previous_id IS NOT NULL
 ), admitted AS (
     -- A new submission, unless the client's flood past the limit is refused (nothing stored).
     SELECT g.limited, g.limited OR %(for_review)s AS for_review
@@ -145,15 +148,16 @@ WITH fresh AS MATERIALIZED (
 ), stored AS (
     SELECT a.limited, a.duplicated FROM judged a
      WHERE NOT a.for_review OR EXISTS (SELECT 1 FROM review_room)
+-- if keyed
 ), keyed AS (
     -- The idempotency key, unique per form across the weeks of submissions (0066): taken
     -- by this submission unless a concurrent one with the same key took it first.
     INSERT INTO submission_keys (form_id, idempotency_key, organization_id, submission_id)
     SELECT %(form_id)s, %(idempotency_key)s::text, %(organization_id)s, %(id)s
       FROM stored
-     WHERE %(idempotency_key)s::text IS NOT NULL
     ON CONFLICT ON CONSTRAINT submission_keys_pkey DO NOTHING
     RETURNING 1
+-- end keyed
 ), submission AS (
     INSERT INTO submissions (id, organization_id, form_id, status, reason, flags, "values",
                              field_order, meta, form_snapshot, idempotency_key, payload_hash,
@@ -176,7 +180,9 @@ WITH fresh AS MATERIALIZED (
                                                 ELSE %(retention_days)s::int END),
            CASE WHEN g.limited OR g.duplicated THEN NULL ELSE %(spam_score)s::real END
       FROM stored g
-     WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM keyed)
+-- if keyed
+     WHERE EXISTS (SELECT 1 FROM keyed)
+-- end keyed
     RETURNING id, status, reason
 -- if ham
 ), ham AS (
@@ -355,21 +361,26 @@ SELECT e.id, false, NULL, NULL, e.payload_hash, 0, NULL FROM existing e
 UNION ALL
 SELECT NULL, false, 'stale', NULL, NULL, 0, NULL WHERE NOT (SELECT current FROM fresh)
 UNION ALL
--- Refused, nothing stored: a flood (retry when the oldest of the client's counted
--- submissions leaves the window), or the month's review bytes full (retry next month).
-SELECT NULL, false, 'flooded', NULL, NULL, 0,
-       (SELECT min(c.received_at) FROM (
-            SELECT c.received_at FROM submissions c
-             WHERE c.form_id = %(form_id)s AND c.client_hash = %(client_hash)s
-               AND c.received_at > %(now)s - make_interval(secs => %(rate_limit_seconds)s::int)
-             ORDER BY c.received_at DESC LIMIT %(flood_max)s) c)
-       + make_interval(secs => %(rate_limit_seconds)s::int)
+-- Refused, nothing stored: a flood (the caller asks when to retry: `flood_retry_at`), or
+-- the month's review bytes full (retry next month).
+SELECT NULL, false, 'flooded', NULL, NULL, 0, NULL
   FROM gate g
  WHERE g.flooded AND NOT EXISTS (SELECT 1 FROM existing)
 UNION ALL
 SELECT NULL, false, 'review_full', NULL, NULL, 0, %(next_month)s::timestamptz
   FROM judged a
  WHERE a.for_review AND NOT EXISTS (SELECT 1 FROM review_room)
+
+-- name: flood_retry_at
+-- When a flooding client may post again: once the oldest of its counted submissions (the
+-- newest `flood_max` in the window) leaves the window. Asked only after a refused flood, so
+-- the submit statement plans no read of every week of submissions for it.
+SELECT (SELECT min(c.received_at) FROM (
+            SELECT c.received_at FROM submissions c
+             WHERE c.form_id = %(form_id)s AND c.client_hash = %(client_hash)s
+               AND c.received_at > %(now)s - make_interval(secs => %(rate_limit_seconds)s::int)
+             ORDER BY c.received_at DESC LIMIT %(flood_max)s) c)
+       + make_interval(secs => %(rate_limit_seconds)s::int) AS retry_at
 
 -- name: insert_stored_objects
 -- Record storage keys before their bytes are written, so an orphan can always be found.
