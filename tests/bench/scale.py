@@ -502,7 +502,8 @@ async def measure(layouts: list[Layout], goal: Targets, args: argparse.Namespace
             planned = await _submit_params(layout, goal, args.submits)
             rates[layout.label].append(await submit(layout, planned, args.concurrency))
     before, current = (layout.label for layout in layouts)
-    _row("measure", "before partitioning (0060)", "weekly partitions (0061)", "current / before")
+    latest = sorted(MIGRATIONS_DIR.glob("*.sql"))[-1].name[:4]
+    _row("measure", "before partitioning (0060)", f"every migration ({latest})", "current / before")
     _row("---", "---", "---", "---")
     for label in READS:
         b, c = medians[(label, before)], medians[(label, current)]
