@@ -9,9 +9,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from core.destinations.registry import DESTINATION_TYPES
+from core.http.submit_app import create_submit_app
 from core.platform.db import Conn, connect
 from core.platform.ids import new_id
 from core.platform.migrate import migrate
@@ -209,6 +211,41 @@ async def test_keys__a_repeat_across_a_week_boundary_answers_the_first_receipt(
     assert sorted(c["n"] for c in counted) == [1, 1]
 
 
+async def test_rate_limit__counts_a_clients_posts_in_the_week_before(
+    services: Services, conn: Conn
+) -> None:
+    # The gate reads only the weeks its window can reach (migrations/0069): a client's posts
+    # stored in the week before still count after the week turns.
+    _, form = await setup_form(conn, rate_limit_max=2)
+    turned = await _first_week(conn) + timedelta(minutes=3)
+    app = create_submit_app(services)
+    app.state.clock = lambda: turned
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, client=("198.51.100.7", 4000)),
+        base_url="http://t",
+    ) as client:
+        for n in (1, 2):
+            earlier = await client.post(f"/s/{form}", json={"n": n}, headers=JSON_ACCEPT)
+            assert earlier.status_code == 201, earlier.text
+        # Both arrived five minutes ago, before the week turned; their ids (made now, by
+        # the real clock) are in the partition before the first week.
+        await conn.execute(
+            "UPDATE submissions SET received_at = %(at)s", {"at": turned - timedelta(minutes=5)}
+        )
+        third = await client.post(f"/s/{form}", json={"n": 3}, headers=JSON_ACCEPT)
+    assert third.status_code == 201, third.text
+    found = await rows(
+        conn,
+        "SELECT tableoid::regclass::text AS part, status, reason FROM submissions"
+        " ORDER BY received_at, id",
+    )
+    assert [(r["part"], r["status"], r["reason"]) for r in found] == [
+        ("submissions_legacy", "accepted", None),
+        ("submissions_legacy", "accepted", None),
+        ("submissions_legacy", "quarantined", "rate_limited"),
+    ]
+
+
 async def test_erasure__reaches_a_submission_in_every_week(services: Services, conn: Conn) -> None:
     tenant, form = await setup_form(conn)
     async with submit_client(services) as client:
@@ -242,7 +279,11 @@ async def test_upgrade__existing_rows_stay_readable_while_posts_land(
         ]
         assert await release.upgrade(conn) == ["0066_submission_keys.sql"]
         applied = await migrate(conn, destination_types=DESTINATION_TYPES)
-        assert applied == ["0067_weekly_submissions.sql", "0068_search_statistics.sql"]
+        assert applied == [
+            "0067_weekly_submissions.sql",
+            "0068_search_statistics.sql",
+            "0069_gate_recent_weeks.sql",
+        ]
         assert [await _partition_of(conn, s) for s in before] == ["submissions_legacy"] * 2
         keys = await rows(
             conn, "SELECT idempotency_key, submission_id FROM submission_keys ORDER BY 1"
