@@ -374,11 +374,14 @@ SELECT NULL, false, 'review_full', NULL, NULL, 0, %(next_month)s::timestamptz
 -- name: flood_retry_at
 -- When a flooding client may post again: once the oldest of its counted submissions (the
 -- newest `flood_max` in the window) leaves the window. Asked only after a refused flood, so
--- the submit statement plans no read of every week of submissions for it.
+-- the submit statement plans no read of every week of submissions for it; like the gate
+-- (0069), it reads only the weeks of ids made since eight days before the window.
 SELECT (SELECT min(c.received_at) FROM (
             SELECT c.received_at FROM submissions c
              WHERE c.form_id = %(form_id)s AND c.client_hash = %(client_hash)s
                AND c.received_at > %(now)s - make_interval(secs => %(rate_limit_seconds)s::int)
+               AND c.id >= submission_id_bound(%(now)s - make_interval(
+                       secs => %(rate_limit_seconds)s::int) - interval '8 days')
              ORDER BY c.received_at DESC LIMIT %(flood_max)s) c)
        + make_interval(secs => %(rate_limit_seconds)s::int) AS retry_at
 
