@@ -410,7 +410,8 @@ async def _fetch(conn: Conn, query: str, params: dict[str, Any]) -> list[dict[st
 
 async def bulk(conn: Conn, table: str, load: Callable[[], Awaitable[object]]) -> None:
     """Run `load` on `table` without its secondary indexes and foreign keys, then build
-    them again as they were (keys validated)."""
+    them again as they were (keys validated, and the statistics targets of their columns
+    set again on the indexes and every partition's: a new index has none)."""
     indexes = await _fetch(
         conn,
         "SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition"
@@ -422,7 +423,7 @@ async def bulk(conn: Conn, table: str, load: Callable[[], Awaitable[object]]) ->
     keys = await _fetch(
         conn,
         "SELECT conname AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint"
-        " WHERE conrelid = %(t)s::regclass AND contype = 'f'",
+        " WHERE conrelid = %(t)s::regclass AND contype = 'f' AND conparentid = 0",
         {"t": table},
     )
     for key in keys:
@@ -431,6 +432,15 @@ async def bulk(conn: Conn, table: str, load: Callable[[], Awaitable[object]]) ->
                 sql.Identifier(table), sql.Identifier(key["name"])
             )
         )
+    targets = await _fetch(
+        conn,
+        "SELECT c.relname AS name, a.attnum, a.attstattarget"
+        "  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        "  JOIN pg_attribute a ON a.attrelid = i.indexrelid AND a.attnum > 0"
+        " WHERE i.indrelid = %(t)s::regclass AND a.attstattarget > 0"
+        "   AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)",
+        {"t": table},
+    )
     for index in indexes:
         await conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index["name"])))
     await load()
@@ -439,6 +449,20 @@ async def bulk(conn: Conn, table: str, load: Callable[[], Awaitable[object]]) ->
         # invalid index of the parent alone, none of its partitions'.
         definition = index["definition"].replace(" ON ONLY ", " ON ", 1)
         await conn.execute(definition.encode())
+    for target in targets:
+        for part in await _fetch(
+            conn,
+            "SELECT c.relname AS name FROM pg_partition_tree(%(i)s::regclass) t"
+            " JOIN pg_class c ON c.oid = t.relid",
+            {"i": target["name"]},
+        ):
+            await conn.execute(
+                sql.SQL("ALTER INDEX {} ALTER COLUMN {} SET STATISTICS {}").format(
+                    sql.Identifier(part["name"]),
+                    sql.Literal(target["attnum"]),
+                    sql.Literal(target["attstattarget"]),
+                )
+            )
     for key in keys:
         head = sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(
             sql.Identifier(table), sql.Identifier(key["name"])
