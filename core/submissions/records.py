@@ -8,7 +8,7 @@ key and payload hash, and its delivery lines keep channel and state but not the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -18,7 +18,7 @@ from core.destinations.order import in_field_order
 from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.errors import NotFound, ValuesErased, ValuesExpired
-from core.platform.queries import queries
+from core.platform.queries import execute, queries
 from core.platform.scope import OrgScope, scoped
 from core.submissions.search import SEARCH_TIMEOUT, read_search, refused
 
@@ -77,8 +77,7 @@ async def list_submissions(
         "limit": limit,
     }
     if q is None:
-        cur = await conn.execute(queries["list_submissions"], params)
-        return [_summary(row, now) for row in await cur.fetchall()]
+        return [_summary(row, now) for row in await _page(conn, params)]
     search = read_search(q)
     params.update(anchor=search.anchor, others=list(search.others), excluded=list(search.excluded))
     await conn.execute(queries["search_time_bound"], {"timeout": SEARCH_TIMEOUT})
@@ -89,6 +88,28 @@ async def list_submissions(
             f"it took longer than {SEARCH_TIMEOUT}: add a word, or choose a form or a status"
         ) from exc
     return [_summary(row, now) for row in await cur.fetchall()]
+
+
+# A page is first read from the weeks of submissions whose ids were made in the RECENT_REACH
+# before its start (now, or its cursor's time). An id is made as its submission arrives, on
+# the clock of `received_at`, and never more than ID_SKEW before it (the submit gate relies on
+# the same: migrations/0069_gate_recent_weeks.sql). So once that read fills the page with
+# submissions received since RECENT_REACH - ID_SKEW before its start, no older week can hold
+# one that belongs on it; otherwise every week is read.
+RECENT_REACH = timedelta(days=15)
+ID_SKEW = timedelta(days=8)
+
+
+async def _page(conn: Conn, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One page of `list_submissions`: from the recent weeks alone when they settle it, else
+    from every week (a busy inbox's first pages read two or three weeks, not all of them)."""
+    recent_since = (params["before_at"] or params["now"]) - RECENT_REACH
+    cur = await execute(conn, "list_submissions", {**params, "recent_since": recent_since})
+    rows = await cur.fetchall()
+    if len(rows) == params["limit"] and rows[-1]["received_at"] >= recent_since + ID_SKEW:
+        return rows
+    cur = await execute(conn, "list_submissions", params, omit=frozenset({"recent"}))
+    return await cur.fetchall()
 
 
 def redacted_target(channel: str, target: Any) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ import pytest
 
 from core.destinations.registry import DESTINATION_TYPES
 from core.http.submit_app import create_submit_app
+from core.platform.clock import utcnow
 from core.platform.db import Conn, connect
 from core.platform.ids import new_id
 from core.platform.migrate import migrate
@@ -264,6 +265,59 @@ async def test_erasure__reaches_a_submission_in_every_week(services: Services, c
             assert detail["values"] is None
     left = await rows(conn, 'SELECT "values", erase_reason FROM submissions')
     assert left == [{"values": None, "erase_reason": "requested"}] * 2
+
+
+async def test_inbox__pages_read_recent_weeks_first_and_keep_the_newest_first_order(
+    services: Services, conn: Conn
+) -> None:
+    # A page is read first from the weeks of ids made in the 15 days before it starts,
+    # and kept only when it fills with submissions received since 7 days before it.
+    tenant, form = await setup_form(conn)
+    now = utcnow()
+
+    def made(at: datetime) -> str:
+        return new_id("sub", now_ms=int(at.timestamp() * 1000))
+
+    async def stored(id_at: datetime, received_at: datetime) -> str:
+        return await make_submission(
+            conn, tenant, form, {"n": 1}, id=made(id_at), received_at=received_at
+        )
+
+    # Received in the last hour: the first page, read from the recent weeks alone.
+    recent = [
+        await stored(now - timedelta(minutes=n), now - timedelta(minutes=n)) for n in range(30)
+    ]
+    # Ids made 20 days ago, received 13 days ago (an id is at most 8 days older than its
+    # arrival): outside the recent weeks, yet newer than what follows.
+    skewed = [
+        await stored(now - timedelta(days=20, minutes=n), now - timedelta(days=13, minutes=n))
+        for n in range(5)
+    ]
+    # Ids made now for submissions received 30 days ago: inside the recent weeks, so a page
+    # read from those alone fills up with them; it must not be kept.
+    late = [
+        await stored(now + timedelta(seconds=n), now - timedelta(days=30, minutes=n))
+        for n in range(25)
+    ]
+    old = [
+        await stored(now - timedelta(days=60, minutes=n), now - timedelta(days=60, minutes=n))
+        for n in range(5)
+    ]
+    pages: list[list[str]] = []
+    async with api_client(services, tenant.key) as api:
+        cursor = None
+        while True:
+            params = {"limit": 20, **({"cursor": cursor} if cursor else {})}
+            page = (await api.get("/v1/submissions", params=params)).json()
+            pages.append([s["id"] for s in page["data"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+    assert pages[0] == recent[:20]
+    # The second page holds the rest of the recent ones, then the skewed ones, then the
+    # late ones: the skewed ones are not left out for being in older weeks.
+    assert pages[1] == recent[20:] + skewed + late[:5]
+    assert [receipt for page in pages for receipt in page] == recent + skewed + late + old
 
 
 async def test_upgrade__existing_rows_stay_readable_while_posts_land(
