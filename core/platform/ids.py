@@ -39,5 +39,16 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
     if prefix not in PREFIXES:
         raise ValueError(f"unknown id prefix {prefix!r}")
     millis = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    value = (millis << 80) | secrets.randbits(80)
+    return _encoded(prefix, (millis << 80) | secrets.randbits(80))
+
+
+def id_bound(prefix: str, millis: int) -> str:
+    """The least id `new_id(prefix)` makes in the millisecond `millis` (its random part
+    zero): every id made then or later sorts at or after it, byte by byte."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return _encoded(prefix, max(millis, 0) << 80)
+
+
+def _encoded(prefix: str, value: int) -> str:
     return f"{prefix}_{''.join([_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])}"

@@ -1,7 +1,7 @@
 -- name: list_submissions
 -- One page of an organization's submissions, newest first, without values. With the
--- `recent` part, only those whose ids were made since %(recent_since)s: PostgreSQL then
--- reads those weeks of submissions alone (core/submissions/records.py tries it first).
+-- `recent` part, only those whose ids sort from %(recent_id)s on: PostgreSQL then reads
+-- those weeks of submissions alone (core/submissions/records.py tries it first).
 SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
   FROM submissions
  WHERE organization_id = %(organization_id)s
@@ -12,7 +12,7 @@ SELECT id, form_id, status, reason, flags, received_at, erase_at, erased_at
    AND (%(before_at)s::timestamptz IS NULL
         OR (received_at, id) < (%(before_at)s::timestamptz, %(before_id)s::text))
 -- if recent
-   AND id >= submission_id_bound(%(recent_since)s::timestamptz)
+   AND id >= %(recent_id)s::text
 -- end recent
  ORDER BY received_at DESC, id DESC
  LIMIT %(limit)s

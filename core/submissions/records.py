@@ -18,6 +18,7 @@ from core.destinations.order import in_field_order
 from core.destinations.registry import ADAPTERS
 from core.platform.db import Conn
 from core.platform.errors import NotFound, ValuesErased, ValuesExpired
+from core.platform.ids import id_bound
 from core.platform.queries import execute, queries
 from core.platform.scope import OrgScope, scoped
 from core.submissions.search import SEARCH_TIMEOUT, read_search, refused
@@ -104,7 +105,8 @@ async def _page(conn: Conn, params: dict[str, Any]) -> list[dict[str, Any]]:
     """One page of `list_submissions`: from the recent weeks alone when they settle it, else
     from every week (a busy inbox's first pages read two or three weeks, not all of them)."""
     recent_since = (params["before_at"] or params["now"]) - RECENT_REACH
-    cur = await execute(conn, "list_submissions", {**params, "recent_since": recent_since})
+    recent_id = id_bound("sub", int(recent_since.timestamp() * 1000))
+    cur = await execute(conn, "list_submissions", {**params, "recent_id": recent_id})
     rows = await cur.fetchall()
     if len(rows) == params["limit"] and rows[-1]["received_at"] >= recent_since + ID_SKEW:
         return rows
